@@ -1,0 +1,199 @@
+"""Loading the target and the DFlash drafter: local folders, the HF cache, hub ids, the embedded default.
+
+All model loading lives here; the decoding loop only sees loaded modules.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from .errors import InputError
+
+ASSETS = Path(__file__).resolve().parent.parent / "assets"
+DEFAULT_DRAFTER_DIRS = [ASSETS / "drafters" / "smollm2-135m-dflash-b16",
+                        ASSETS / "drafters" / "smollm2-135m-dflash-b8"]
+DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
+          "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16}
+
+
+@dataclass
+class Models:
+    target: torch.nn.Module
+    tokenizer: object
+    drafter: torch.nn.Module | None
+    device: torch.device
+    dtype: torch.dtype
+    target_name: str
+    drafter_name: str
+
+
+def resolve_device(device: str = "auto") -> torch.device:
+    if device in (None, "", "auto"):
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        dev = torch.device(device)
+    except RuntimeError:
+        raise InputError("device", f"unknown device {device!r} (use auto, cpu, cuda or cuda:N)")
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise InputError("device", "cuda was asked for but no CUDA device is available")
+    return dev
+
+
+def resolve_dtype(dtype: str | None, device: torch.device) -> torch.dtype:
+    """auto: bf16 on CUDA, fp32 on the CPU (fp32 is what makes T=0 token-exact)."""
+    if dtype in (None, "", "auto"):
+        return torch.bfloat16 if device.type == "cuda" else torch.float32
+    if dtype not in DTYPES:
+        raise InputError("dtype", f"unknown dtype {dtype!r} (use auto, float32, bfloat16 or float16)")
+    return DTYPES[dtype]
+
+
+def _check_folder(field: str, path: Path) -> None:
+    if not path.is_dir():
+        raise InputError(field, f"{path} is not a folder")
+    cfg = path / "config.json"
+    if not cfg.is_file():
+        raise InputError(field, f"{path} has no config.json")
+    try:
+        json.loads(cfg.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise InputError(field, f"{cfg} is not valid JSON ({e})")
+    if not any(path.glob("*.safetensors")) and not any(path.glob("*.bin")):
+        raise InputError(field, f"{path} holds no weights (*.safetensors)")
+
+
+def _looks_local(name: str) -> bool:
+    return name.startswith((".", "/", "~")) or Path(name).expanduser().exists()
+
+
+def load_target(name: str | None, device: torch.device, dtype: torch.dtype,
+                trust_remote_code: bool = False):
+    """Target model and tokenizer: 'embedded' (default), a local folder, or a hub id / HF-cache name."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from .embedded import embedded_dir
+
+    name = name or "embedded"
+    if name == "embedded":
+        path = str(embedded_dir())
+    elif _looks_local(name):
+        p = Path(name).expanduser()
+        _check_folder("target", p)
+        path = str(p)
+    else:
+        path = name
+    try:
+        tok = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
+        model = AutoModelForCausalLM.from_pretrained(
+            path, dtype=dtype, attn_implementation="sdpa", trust_remote_code=trust_remote_code)
+    except InputError:
+        raise
+    except Exception as e:  # hub errors, malformed configs, missing files
+        raise InputError("target", f"could not load {name!r}: {str(e).splitlines()[0]}") from e
+    return model.to(device).eval(), tok
+
+
+def drafter_class(config):
+    from dflash import DFlash2DraftModel, DFlashDraftModel
+
+    dcfg = getattr(config, "dflash_config", None) or {}
+    return DFlash2DraftModel if "conv_kernel_size" in dcfg or hasattr(config, "conv_kernel_size") \
+        else DFlashDraftModel
+
+
+def drafter_config(target_config, *, num_layers: int = 2, block_size: int = 16,
+                   mask_token_id: int, target_layer_ids: list[int] | None = None):
+    """A Qwen3 config for a DFlash drafter matched to `target_config` (hidden size, heads, rope)."""
+    from dflash.model import build_target_layer_ids
+    from transformers import Qwen3Config
+
+    n_target = target_config.num_hidden_layers
+    layer_ids = target_layer_ids or build_target_layer_ids(n_target, min(num_layers, 5))
+    head_dim = getattr(target_config, "head_dim", None) or \
+        target_config.hidden_size // target_config.num_attention_heads
+    return Qwen3Config(
+        vocab_size=target_config.vocab_size,
+        hidden_size=target_config.hidden_size,
+        intermediate_size=target_config.intermediate_size,
+        num_hidden_layers=num_layers,
+        num_attention_heads=target_config.num_attention_heads,
+        num_key_value_heads=target_config.num_key_value_heads,
+        head_dim=head_dim,
+        rms_norm_eps=target_config.rms_norm_eps,
+        max_position_embeddings=target_config.max_position_embeddings,
+        rope_parameters=dict(getattr(target_config, "rope_parameters", None) or
+                             {"rope_type": "default", "rope_theta": 10000.0}),
+        num_target_layers=n_target,
+        block_size=block_size,
+        dflash_config={"mask_token_id": mask_token_id, "target_layer_ids": list(layer_ids)},
+        tie_word_embeddings=False,
+    )
+
+
+def random_drafter(target, *, seed: int = 0, mask_token_id: int | None = None, **kw):
+    """A randomly initialised drafter of the right shape: exact decoding, little acceptance."""
+    if mask_token_id is None:
+        mask_token_id = default_mask_id(target)
+    cfg = drafter_config(target.config, mask_token_id=mask_token_id, **kw)
+    torch.manual_seed(seed)
+    return drafter_class(cfg)(cfg)
+
+
+def default_mask_id(target) -> int:
+    """The embedded model's unused special token; otherwise the last row of the embedding table."""
+    n = target.get_input_embeddings().weight.shape[0]
+    if getattr(target.config, "vocab_size", None) == 49152:  # SmolLM2's table
+        return 16  # "<empty_output>" (see embedded.MASK_TOKEN)
+    return n - 1
+
+
+def load_drafter(name: str | None, target, device: torch.device, dtype: torch.dtype,
+                 target_name: str = "embedded", trust_remote_code: bool = False):
+    """'default' (the shipped drafter for the embedded target, else random), 'random', a folder or a hub id."""
+    name = name or "default"
+    if name == "default":
+        found = [d for d in DEFAULT_DRAFTER_DIRS if (d / "config.json").is_file()]
+        name = str(found[0]) if target_name == "embedded" and found else "random"
+    if name == "none":
+        return None, "none"
+    if name == "random":
+        return random_drafter(target).to(device=device, dtype=dtype).eval(), "random"
+    if _looks_local(name):
+        p = Path(name).expanduser()
+        _check_folder("drafter", p)
+    from transformers import AutoConfig
+
+    try:
+        cfg = AutoConfig.from_pretrained(name, trust_remote_code=trust_remote_code)
+        model = drafter_class(cfg).from_pretrained(name, dtype=dtype)
+    except Exception as e:
+        raise InputError("drafter", f"could not load {name!r}: {str(e).splitlines()[0]}") from e
+    check_pair(target, model)
+    return model.to(device).eval(), name
+
+
+def check_pair(target, drafter) -> None:
+    """The drafter must read this target's features and use its embedding table."""
+    tc, dc = target.config, drafter.config
+    if dc.hidden_size != tc.hidden_size:
+        raise InputError("drafter", f"hidden size {dc.hidden_size} != target's {tc.hidden_size}")
+    if max(drafter.target_layer_ids) >= tc.num_hidden_layers:
+        raise InputError("drafter", f"target_layer_ids {drafter.target_layer_ids} exceed the "
+                         f"target's {tc.num_hidden_layers} layers")
+    rows = target.get_input_embeddings().weight.shape[0]
+    if drafter.mask_token_id is None or not 0 <= int(drafter.mask_token_id) < rows:
+        raise InputError("drafter", f"mask_token_id {drafter.mask_token_id} is not a row of the "
+                         f"target's embedding table ({rows} rows)")
+
+
+def load_models(target: str | None = None, drafter: str | None = None, device: str = "auto",
+                dtype: str | None = "auto", trust_remote_code: bool = False) -> Models:
+    dev = resolve_device(device)
+    dt = resolve_dtype(dtype, dev)
+    tname = target or "embedded"
+    tgt, tok = load_target(tname, dev, dt, trust_remote_code)
+    drf, dname = load_drafter(drafter, tgt, dev, dt, tname, trust_remote_code)
+    return Models(tgt, tok, drf, dev, dt, tname, dname)
