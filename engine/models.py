@@ -190,10 +190,14 @@ def check_pair(target, drafter) -> None:
 
 
 def load_models(target: str | None = None, drafter: str | None = None, device: str = "auto",
-                dtype: str | None = "auto", trust_remote_code: bool = False) -> Models:
+                dtype: str | None = "auto", trust_remote_code: bool = False,
+                draft_dtype: str | None = "bfloat16") -> Models:
+    """Target in `dtype` (auto: fp32 on CPU for exactness, bf16 on CUDA); drafter in `draft_dtype`
+    (default bf16: its matrix work is cheap there and drafts need not be exact)."""
     dev = resolve_device(device)
     dt = resolve_dtype(dtype, dev)
+    ddt = resolve_dtype(draft_dtype, dev) if draft_dtype not in (None, "", "auto") else dt
     tname = target or "embedded"
     tgt, tok = load_target(tname, dev, dt, trust_remote_code)
-    drf, dname = load_drafter(drafter, tgt, dev, dt, tname, trust_remote_code)
+    drf, dname = load_drafter(drafter, tgt, dev, ddt, tname, trust_remote_code)
     return Models(tgt, tok, drf, dev, dt, tname, dname)

@@ -1,0 +1,95 @@
+"""python -m engine {generate,bench,train}: bad input exits 2 with one line naming the field."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from .errors import InputError
+
+
+def add_generate_args(sub) -> None:
+    p = sub.add_parser("generate", help="decode one prompt and print the text (or JSON)")
+    p.add_argument("--prompt", required=True)
+    p.add_argument("--mode", default="reanchor")
+    p.add_argument("--rule", default="earliest")
+    p.add_argument("--temperature", type=float, default=0.0)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--max-new-tokens", type=int, default=128)
+    p.add_argument("--max-shifted", default=None, help="cap on shifted blocks per round, or 'auto'")
+    p.add_argument("--max-trie-nodes", type=int, default=None)
+    p.add_argument("--block-size", type=int, default=None)
+    p.add_argument("--ignore-eos", action="store_true")
+    p.add_argument("--target", default=None, help="'embedded' (default), a folder or a hub id")
+    p.add_argument("--drafter", default=None, help="'default', 'random', a folder or a hub id")
+    p.add_argument("--device", default="auto")
+    p.add_argument("--dtype", default="auto", help="target dtype (auto: fp32 on CPU, bf16 on CUDA)")
+    p.add_argument("--draft-dtype", default="bfloat16", help="drafter dtype ('auto': as the target)")
+    p.add_argument("--trust-remote-code", action="store_true")
+    p.add_argument("--trace", default=None, help="write the run's trace (JSON) here")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=generate_main)
+
+
+def parse_max_shifted(v):
+    if v in (None, "auto"):
+        return v
+    try:
+        return int(v)
+    except ValueError:
+        raise InputError("max_shifted", f"{v!r} is neither an integer nor 'auto'")
+
+
+def generate_main(a) -> int:
+    from .decode import DecodeConfig, Engine
+    from .models import load_models
+    from .trace import save_trace
+
+    if not a.prompt.strip():  # fail before loading models
+        raise InputError("prompt", "is empty")
+    cfg = DecodeConfig(mode=a.mode, rule=a.rule, temperature=a.temperature, seed=a.seed,
+                       max_new_tokens=a.max_new_tokens, max_shifted=parse_max_shifted(a.max_shifted),
+                       max_trie_nodes=a.max_trie_nodes, block_size=a.block_size,
+                       ignore_eos=a.ignore_eos)
+    drafter = "none" if a.mode == "ar" and a.drafter is None else a.drafter
+    eng = Engine(load_models(a.target, drafter, a.device, a.dtype, a.trust_remote_code, a.draft_dtype))
+    trace = eng.generate(a.prompt, cfg)
+    if a.trace:
+        save_trace(a.trace, trace)
+    if a.json:
+        s = trace["stats"]
+        print(json.dumps({"output_ids": trace["output_ids"], "text": trace["text"], "tau": s["tau"],
+                          "rounds": s["rounds"], "tokens_per_s": s["tokens_per_s"], "stats": s,
+                          "config": trace["config"]}, ensure_ascii=False))
+    else:
+        print(trace["text"])
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m engine", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    add_generate_args(sub)
+    try:
+        from .bench import add_bench_args
+        add_bench_args(sub)
+    except ImportError:
+        pass
+    try:
+        from .train import add_train_args
+        add_train_args(sub)
+    except ImportError:
+        pass
+    a = parser.parse_args(argv)
+    try:
+        return a.func(a) or 0
+    except InputError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except (FileNotFoundError, ValueError) as e:  # trace/prompt files and the like
+        print(f"error: {str(e).splitlines()[0] if str(e) else type(e).__name__}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

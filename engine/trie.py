@@ -1,0 +1,88 @@
+"""Merge, tree mask and acceptance (ALGORITHM.md section 3). Pure functions; no model."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+
+
+@dataclass
+class Trie:
+    tokens: list[int]
+    parents: list[int]
+    depths: list[int]
+    provenance: list[list[int]]                     # path indices through each node
+    path_nodes: list[list[int]] = field(default_factory=list)  # node ids along each path
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+
+def build_trie(paths: list[list[int]], max_nodes: int | None = None) -> Trie:
+    """Merge token paths (all starting with the same anchor) into a trie; node 0 is the anchor.
+
+    Nodes are numbered in insertion order, so the baseline path (inserted first) is a chain 0..L-1.
+    With `max_nodes`, a path stops where it would add a node beyond the budget.
+    """
+    root = paths[0][0]
+    trie = Trie([root], [-1], [0], [[]])
+    children: dict[tuple[int, int], int] = {}
+    for i, path in enumerate(paths):
+        if path[0] != root:
+            raise ValueError("every path must start at the anchor")
+        node, nodes = 0, [0]
+        trie.provenance[0].append(i)
+        for depth, tok in enumerate(path[1:], start=1):
+            child = children.get((node, tok))
+            if child is None:
+                if max_nodes is not None and len(trie) >= max_nodes:
+                    break
+                child = len(trie)
+                children[(node, tok)] = child
+                trie.tokens.append(tok)
+                trie.parents.append(node)
+                trie.depths.append(depth)
+                trie.provenance.append([])
+            trie.provenance[child].append(i)
+            node = child
+            nodes.append(node)
+        trie.path_nodes.append(nodes)
+    return trie
+
+
+def tree_mask(parents: list[int]) -> torch.Tensor:
+    """(N, N) bool: node i sees node j iff j is i or one of its ancestors."""
+    n = len(parents)
+    mask = torch.eye(n, dtype=torch.bool)
+    for i in range(1, n):  # parents precede children, so the parent's row is complete
+        mask[i] |= mask[parents[i]]
+    return mask
+
+
+def accept(trie: Trie, next_token: Callable[[int], int]) -> tuple[list[int], int]:
+    """Walk from the root: y = next_token(node) (argmax or a target sample); follow the child
+    carrying y, else stop. Returns the accepted node chain (root first) and the bonus token y.
+
+    Each accepted token is what the target itself would emit under its verified prefix: lossless.
+    """
+    kids: dict[int, dict[int, int]] = {}
+    for i, p in enumerate(trie.parents[1:], start=1):
+        kids.setdefault(p, {}).setdefault(trie.tokens[i], i)
+    node, chain = 0, [0]
+    while True:
+        y = next_token(node)
+        child = kids.get(node, {}).get(y)
+        if child is None:
+            return chain, y
+        node = child
+        chain.append(node)
+
+
+def retained_path(trie: Trie, chain: list[int]) -> int:
+    """Index of P*: the first path (baseline first) whose prefix is the accepted chain."""
+    a = len(chain)
+    for i, nodes in enumerate(trie.path_nodes):
+        if nodes[:a] == chain:
+            return i
+    raise AssertionError("the accepted chain lies on no path")

@@ -1,0 +1,74 @@
+"""Attachment, trie merge, tree mask and acceptance: pure functions, no model."""
+import random
+
+import torch
+
+from engine.attach import assemble, attach, choose_sites, match_sites
+from engine.trie import accept, build_trie, retained_path, tree_mask
+
+BASE = [5, 7, 9, 7, 3, 8]  # anchor 5; token 7 at baseline indices 1 and 3
+
+
+def test_match_sites_several_and_none():
+    assert match_sites(BASE, 7) == [1, 3]
+    assert match_sites(BASE, 4) == []
+
+
+def test_rules_pick_sites():
+    rng = random.Random(0)
+    assert choose_sites([1, 3], 3, "earliest", rng) == [1]
+    assert choose_sites([1, 3], 3, "latest", rng) == [3]
+    assert choose_sites([1, 3], 3, "fixed", rng) == [3]
+    assert choose_sites([1, 3], 2, "fixed", rng) == []   # matches only away from its offset
+    assert choose_sites([1, 3], 2, "all", rng) == [1, 3]
+    picks = {choose_sites([1, 3], 2, "random", random.Random(s))[0] for s in range(20)}
+    assert picks == {1, 3}
+
+
+def test_attach_keeps_overlap_once():
+    assert attach(BASE, [7, 1, 2, 4, 6, 0], 3) == [5, 7, 9, 7, 1, 2, 4, 6, 0]
+
+
+def test_assemble_modes():
+    g2 = [7, 1, 2, 4, 6, 0]   # d=2 matches only at t=1 and t=3, never at t=2
+    g1 = [4, 4, 4, 4, 4, 4]   # no match: discarded
+    rng = random.Random(0)
+    paths, info = assemble(BASE, {1: g1, 2: g2}, "reanchor", "earliest", rng)
+    assert [p.tokens for p in paths] == [BASE, BASE[:2] + g2[1:]]
+    assert info[1] == {"sites": [], "attached": []} and info[2]["attached"] == [1]
+    paths, _ = assemble(BASE, {1: g1, 2: g2}, "shifted-fixed", "earliest", rng)
+    assert len(paths) == 1                        # fixed needs a match at t = d = 2
+    paths, _ = assemble(BASE, {2: g2}, "reanchor", "all", rng)
+    assert [p.site for p in paths] == [None, 1, 3]
+    paths, _ = assemble(BASE, {2: g2}, "in-block", "latest", rng)
+    assert paths[1].tokens == (BASE[:4] + g2[1:])[:6]
+    paths, _ = assemble(BASE, {2: g2}, "extension", "latest", rng)
+    assert paths[1].tokens == BASE + (BASE[:4] + g2[1:])[6:]
+
+
+def test_trie_merge_shares_prefixes_and_records_provenance():
+    t = build_trie([[5, 7, 9], [5, 7, 1, 2], [5, 3]])
+    assert t.tokens == [5, 7, 9, 1, 2, 3]
+    assert t.parents == [-1, 0, 1, 1, 3, 0]
+    assert t.depths == [0, 1, 2, 2, 3, 1]
+    assert t.provenance[1] == [0, 1] and t.provenance[4] == [1] and t.provenance[0] == [0, 1, 2]
+    assert t.path_nodes == [[0, 1, 2], [0, 1, 3, 4], [0, 5]]
+    capped = build_trie([[5, 7, 9], [5, 7, 1, 2]], max_nodes=4)
+    assert capped.tokens == [5, 7, 9, 1] and capped.path_nodes[1] == [0, 1, 3]
+
+
+def test_tree_mask_is_ancestor_or_self():
+    m = tree_mask([-1, 0, 1, 1, 3, 0])
+    want = torch.tensor([[1, 0, 0, 0, 0, 0], [1, 1, 0, 0, 0, 0], [1, 1, 1, 0, 0, 0],
+                         [1, 1, 0, 1, 0, 0], [1, 1, 0, 1, 1, 0], [1, 0, 0, 0, 0, 1]], dtype=torch.bool)
+    assert torch.equal(m, want)
+
+
+def test_accept_walks_the_target_tokens():
+    t = build_trie([[5, 7, 9], [5, 7, 1, 2], [5, 3]])
+    target = {0: 7, 1: 1, 3: 2, 4: 6}   # the target's own next token after each node
+    chain, bonus = accept(t, target.__getitem__)
+    assert chain == [0, 1, 3, 4] and bonus == 6
+    assert retained_path(t, chain) == 1
+    chain, bonus = accept(t, {0: 8}.__getitem__)
+    assert chain == [0] and bonus == 8 and retained_path(t, chain) == 0
