@@ -1,0 +1,102 @@
+"""The CLI as users run it: JSON output, trace files, and bad input (exit 2, one line, no traceback)."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from engine.__main__ import main
+from engine.decode import DecodeConfig, Engine
+from engine.errors import InputError
+from engine.trace import SCHEMA, TraceError, load_trace, token_sources
+from tiny import save_tiny, tiny_models, tiny_tokenizer
+from conftest import ROOT
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory):
+    return save_tiny(tmp_path_factory.mktemp("tiny"), "llama", seed=3, block_size=6)
+
+
+def run_cli(*args):
+    return subprocess.run([sys.executable, "-m", "engine", *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_generate_json_and_trace_roundtrip(folders, tmp_path):
+    target, drafter = folders
+    trace_file = tmp_path / "t.json"
+    p = run_cli("generate", "--prompt", "ab c", "--target", str(target), "--drafter", str(drafter),
+                "--draft-dtype", "auto", "--max-new-tokens", "20", "--ignore-eos", "--json",
+                "--trace", str(trace_file))
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    assert {"output_ids", "text", "tau", "rounds", "tokens_per_s"} <= out.keys()
+    trace = load_trace(trace_file)
+    assert trace["schema"] == SCHEMA and trace["output_ids"] == out["output_ids"]
+    rounds = trace["rounds"]
+    assert out["rounds"] == len(rounds) == trace["stats"]["rounds"]
+    assert out["tau"] == pytest.approx(sum(r["accepted"] + 1 for r in rounds) / len(rounds))
+    # the rounds rebuild the output: first token from the prefill, then each round's new tokens
+    assert [trace["first_token"]] + [t for r in rounds for t in r["new_tokens"]] == out["output_ids"]
+    for r in rounds:
+        assert len(token_sources(r)) == len(r["new_tokens"])
+    # the text without the model: token texts travel in the trace
+    special = set(tiny_tokenizer().all_special_ids)
+    assert "".join(trace["token_texts"][str(t)] for t in out["output_ids"]
+                   if t not in special) == out["text"]
+
+
+def test_bad_trace_files_are_rejected(tmp_path):
+    bad = tmp_path / "bad.json"
+    for content, needle in [("not json", "not valid JSON"), ('{"schema": "x"}', "schema"),
+                            ('{"schema": "reanchor-trace/1"', "not valid JSON"),
+                            ("[1, 2]", "not a JSON object")]:
+        bad.write_text(content)
+        with pytest.raises(TraceError, match=needle):
+            load_trace(bad)
+    bad.write_bytes(b" " * 2048)
+    with pytest.raises(TraceError, match="limit"):
+        load_trace(bad, max_bytes=1024)
+
+
+@pytest.mark.parametrize("args,field", [
+    (["--prompt", "  "], "prompt"),
+    (["--prompt", "ab " * 400], "prompt"),
+    (["--max-new-tokens", "0"], "max_new_tokens"),
+    (["--max-new-tokens", "100000000"], "max_new_tokens"),
+    (["--temperature", "-1"], "temperature"),
+    (["--mode", "turbo"], "mode"),
+    (["--rule", "middle"], "rule"),
+    (["--block-size", "1"], "block_size"),
+    (["--max-shifted", "many"], "max_shifted"),
+])
+def test_bad_input_names_the_field(folders, capsys, args, field):
+    target, drafter = folders
+    argv = ["generate", "--prompt", "ab", "--target", str(target), "--drafter", str(drafter), *args]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith(f"error: {field}:"), err
+
+
+def test_missing_and_malformed_model_folders(tmp_path):
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "config.json").write_text("{not json")
+    for path, needle in [(tmp_path / "nope", "target: "), (tmp_path / "broken", "target: ")]:
+        p = run_cli("generate", "--prompt", "hi", "--target", str(path))
+        assert p.returncode == 2
+        lines = p.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: " + needle), p.stderr
+        assert "Traceback" not in p.stderr
+
+
+def test_engine_serves_after_bad_input():
+    eng = Engine(tiny_models("llama", 0))
+    ids = eng.encode_prompt("ab")
+    for cfg in [DecodeConfig(max_new_tokens=-3), DecodeConfig(temperature=float("nan")),
+                DecodeConfig(seed="x"), DecodeConfig(mode="nope")]:
+        with pytest.raises(InputError):
+            eng.run(ids, cfg)
+    with pytest.raises(InputError, match="prompt"):
+        eng.encode_prompt("")
+    assert len(eng.run(ids, DecodeConfig(max_new_tokens=5)).finish()["output_ids"]) >= 1
