@@ -14,13 +14,13 @@ N_NEW = 20
 def greedy_reference(target, ids: list[int], n: int) -> list[int]:
     """Plain target-only greedy decoding, one token per forward."""
     cache, out = DynamicCache(), []
-    x = torch.tensor([ids])
+    x = torch.tensor([ids], device=target.device)
     with torch.no_grad():
         for _ in range(n):
             logits = target(input_ids=x, past_key_values=cache, use_cache=True).logits
             nxt = int(logits[0, -1].argmax())
             out.append(nxt)
-            x = torch.tensor([[nxt]])
+            x = torch.tensor([[nxt]], device=target.device)
     return out
 
 

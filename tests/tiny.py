@@ -43,8 +43,9 @@ def tiny_target(kind: str = "llama", vocab_size: int = 19, seed: int = 0, layers
 
 
 def tiny_models(kind: str = "llama", seed: int = 0, block_size: int = 8, draft_layers: int = 1,
-                alphabet: str = "ab c", init: float = 0.5, sharpen: float = 1.0):
-    """Engine Models over a tiny random target and a random DFlash drafter (fp32, CPU)."""
+                alphabet: str = "ab c", init: float = 0.5, sharpen: float = 1.0,
+                device: str = "cpu", dtype: torch.dtype = torch.float32):
+    """Engine Models over a tiny random target and a random DFlash drafter (fp32, CPU by default)."""
     from engine.models import Models, random_drafter
 
     tok = tiny_tokenizer(alphabet)
@@ -55,7 +56,9 @@ def tiny_models(kind: str = "llama", seed: int = 0, block_size: int = 8, draft_l
     with torch.no_grad():  # optionally sharper random drafts
         for p in drafter.parameters():
             p.mul_(sharpen) if p.dim() > 1 else None
-    return Models(target, tok, drafter, torch.device("cpu"), torch.float32, f"tiny-{kind}", "random")
+    dev = torch.device(device)
+    return Models(target.to(dev, dtype), tok, drafter.to(dev, dtype), dev, dtype, f"tiny-{kind}",
+                  "random")
 
 
 def save_tiny(path: Path, kind: str = "llama", seed: int = 0, block_size: int = 8) -> tuple[Path, Path]:

@@ -1,0 +1,97 @@
+"""GPU check (run by hand on a CUDA machine; not collected by pytest):
+1. lossless on CUDA: every mode and rule vs target-only greedy, tiny random models, fp32 and bf16;
+2. timing on the embedded target: ar vs dflash vs reanchor (tau, tokens/s, ratios measured in one run).
+
+    python tests/gpu_check.py [--drafter DIR] [--prompts N] [--out FILE]
+"""
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path[:0] = [str(Path(__file__).resolve().parent.parent), str(Path(__file__).resolve().parent)]
+from engine.decode import DecodeConfig, Engine  # noqa: E402
+from test_lossless import PROMPTS, configs, greedy_reference  # noqa: E402
+from tiny import tiny_models  # noqa: E402
+
+
+def lossless(dtype, device: str = "cuda", pairs: int = 10) -> dict:
+    total = equal = 0
+    for kind in ("llama", "qwen3"):
+        for seed, prompt in enumerate(PROMPTS[:pairs]):
+            eng = Engine(tiny_models(kind, seed, block_size=4 + seed % 3, device=device, dtype=dtype))
+            ids = eng.encode_prompt(prompt)
+            want = greedy_reference(eng.models.target, ids, 20)
+            for mode, rule in configs():
+                out = eng.run(ids, DecodeConfig(mode=mode, rule=rule, max_new_tokens=20, seed=seed,
+                                                ignore_eos=True)).finish()["output_ids"]
+                total += 1
+                equal += out == want
+    return {"runs": total, "equal_to_greedy": equal}
+
+
+def timing_simple(drafter: str | None, n_prompts: int, dtype: str, max_new: int = 128,
+                  device: str = "cuda") -> dict:
+    from engine.models import load_models
+    eng = Engine(load_models(None, drafter or "default", device, dtype, draft_dtype="bfloat16"))
+    prompts = ["Write a Python function that returns the n-th Fibonacci number.",
+               "A train travels 60 km in 45 minutes. What is its average speed in km/h? Explain.",
+               "Give me three tips for writing a clear email to a busy colleague.",
+               "Write a Python class for a stack with push, pop and peek.",
+               "If 3 pencils cost 45 cents, how much do 7 pencils cost? Show your steps.",
+               "Explain what a hash table is to a beginner.",
+               "Write a function that checks whether a string is a palindrome.",
+               "Compare cats and dogs as pets in a short paragraph."][:n_prompts]
+    modes = ["ar", "dflash", "reanchor"]
+    eng.generate(prompts[0], DecodeConfig(mode="reanchor", max_new_tokens=16))  # warm-up
+    agg = {m: {"tokens": 0, "wall": 0.0, "taus": [], "outputs": []} for m in modes}
+    for p in prompts:
+        ids = eng.encode_prompt(p)
+        for m in modes:
+            run = eng.run(ids, DecodeConfig(mode=m, max_new_tokens=max_new))
+            res = run.finish()
+            agg[m]["tokens"] += res["stats"]["new_tokens"]
+            agg[m]["wall"] += res["stats"]["wall_s"]
+            agg[m]["taus"] += [r["accepted"] + 1 for r in run.rounds]
+            agg[m]["outputs"].append(res["output_ids"])
+    out = {}
+    for m in modes:
+        a = agg[m]
+        out[m] = {"tau": sum(a["taus"]) / max(len(a["taus"]), 1), "tokens_per_s": a["tokens"] / a["wall"],
+                  "same_as_ar": sum(x == y for x, y in zip(a["outputs"], agg["ar"]["outputs"]))}
+    for m in modes:
+        out[m]["speedup_vs_ar"] = out[m]["tokens_per_s"] / out["ar"]["tokens_per_s"]
+    out["reanchor_tau_vs_dflash"] = out["reanchor"]["tau"] / out["dflash"]["tau"]
+    out["reanchor_speed_vs_dflash"] = out["reanchor"]["tokens_per_s"] / out["dflash"]["tokens_per_s"]
+    return out
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--drafter", default=None)
+    ap.add_argument("--prompts", type=int, default=8)
+    ap.add_argument("--skip-lossless", action="store_true")
+    ap.add_argument("--skip-timing", action="store_true")
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--max-new-tokens", type=int, default=128)
+    ap.add_argument("--pairs", type=int, default=10)
+    a = ap.parse_args()
+    res = {"device": torch.cuda.get_device_name(0) if a.device == "cuda" else a.device,
+           "torch": torch.__version__}
+    t = time.time()
+    if not a.skip_lossless:
+        res["lossless_fp32"] = lossless(torch.float32, a.device, a.pairs)
+        res["lossless_bf16"] = lossless(torch.bfloat16, a.device, a.pairs)
+        print(json.dumps(res), flush=True)
+    if not a.skip_timing:
+        for dt in ("bfloat16", "float32"):
+            res[f"timing_{dt}"] = timing_simple(a.drafter, a.prompts, dt, a.max_new_tokens, a.device)
+            print(json.dumps(res[f"timing_{dt}"]), flush=True)
+    res["wall_s"] = time.time() - t
+    print(json.dumps(res, indent=1))
+    if a.out:
+        Path(a.out).write_text(json.dumps(res, indent=1))
