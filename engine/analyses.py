@@ -1,0 +1,199 @@
+"""The paper's analyses, computed from decoding traces (schema in engine/CONTRACT.md).
+
+Every function takes one trace dict or a list of them and pools all their rounds, so combining
+prompts, sets or runs is just passing a longer list. Results are plain numbers and dicts (JSON-ready);
+a rate with nothing to count is None. The bench, the app and the tests share these definitions.
+
+"Baseline-alone" quantities use one fact about the trie: the baseline path is inserted first and in
+full, and acceptance follows the child carrying the target's token, so the number of drafts the
+baseline alone would have accepted is the common prefix of the accepted chain and the baseline.
+Quantities that need the target's choice off the accepted chain use `target_top1` (exact at T=0).
+"""
+from __future__ import annotations
+
+from collections import Counter
+from typing import Iterator
+
+Traces = dict | list[dict]
+
+
+def rounds_of(traces: Traces) -> Iterator[dict]:
+    for t in [traces] if isinstance(traces, dict) else traces:
+        yield from t["rounds"]
+
+
+def _rate(num: float, den: float) -> float | None:
+    return num / den if den else None
+
+
+def path_nodes(rnd: dict, tokens: list[int]) -> list[int]:
+    """Trie node ids along `tokens` (from the anchor, node 0); stops where the trie does (node cap)."""
+    trie = rnd["trie"]
+    kids = {(p, tok): i for i, (p, tok) in enumerate(zip(trie["parents"], trie["tokens"])) if p >= 0}
+    nodes = [0]
+    for tok in tokens[1:]:
+        child = kids.get((nodes[-1], tok))
+        if child is None:
+            break
+        nodes.append(child)
+    return nodes
+
+
+def baseline_accepted(rnd: dict) -> int:
+    """Drafts accepted along the baseline g(0): what DFlash alone would have accepted this round."""
+    toks = rnd["trie"]["tokens"]
+    n = 0
+    for node, b in zip(rnd["accepted_nodes"][1:], rnd["baseline"][1:]):
+        if toks[node] != b:
+            break
+        n += 1
+    return n
+
+
+def greedy_accepted(rnd: dict, tokens: list[int]) -> int:
+    """Drafts of one path the target's top-1 would accept (its accepted length at T=0)."""
+    top1, nodes = rnd["target_top1"], path_nodes(rnd, tokens)
+    n = 0
+    while n + 1 < len(nodes) and top1[nodes[n]] == tokens[n + 1]:
+        n += 1
+    return n
+
+
+def round_gain(rnd: dict) -> tuple[int | None, int]:
+    """(d, extra): accepted drafts beyond the baseline-alone length and the offset d credited.
+
+    Credit goes to the smallest d among the paths through the last accepted node: with offsets
+    added in ascending order, that is the block whose addition produced the gain.
+    """
+    extra = rnd["accepted"] - baseline_accepted(rnd)
+    if extra <= 0:
+        return None, 0
+    paths, prov = rnd["paths"], rnd["trie"]["provenance"]
+    d = min(paths[p]["source"] for p in prov[rnd["accepted_nodes"][-1]])
+    return d, extra
+
+
+# -- per-round-pooled statistics ---------------------------------------------------------------
+
+def tau(traces: Traces) -> float | None:
+    """Mean acceptance length (accepted drafts + the bonus) over all rounds, as the paper's tau."""
+    a = [r["accepted"] + 1 for r in rounds_of(traces)]
+    return _rate(sum(a), len(a))
+
+
+def acceptance_histogram(traces: Traces) -> dict[int, int]:
+    """{acceptance length (accepted + 1, bonus included, as tau): rounds}; its mean is tau."""
+    return dict(sorted(Counter(r["accepted"] + 1 for r in rounds_of(traces)).items()))
+
+
+def full_block_share(traces: Traces) -> float | None:
+    """Share of rounds (block of >= 2) whose whole baseline block was accepted (Fig. 2): the
+    rounds where the block end, not the drafter, limited acceptance."""
+    rs = [r for r in rounds_of(traces) if r["block_size"] >= 2]
+    return _rate(sum(baseline_accepted(r) == r["block_size"] - 1 for r in rs), len(rs))
+
+
+def post_rejection_agreement(traces: Traces) -> dict:
+    """Baseline drafts after the first rejection equal to the target's top-1 under their own,
+    rejected, prefix (Table 1): draft k vs top1 of the baseline node at depth k-1, k > r."""
+    agree = total = 0
+    for r in rounds_of(traces):
+        base, top1 = r["baseline"], r["target_top1"]
+        rej = baseline_accepted(r) + 1           # index of the first rejected baseline draft
+        nodes = path_nodes(r, base)
+        for k in range(rej + 1, min(len(base), len(nodes) + 1)):
+            total += 1
+            agree += top1[nodes[k - 1]] == base[k]
+    return {"agree": agree, "total": total, "rate": _rate(agree, total)}
+
+
+def alignment_stats(traces: Traces) -> dict:
+    """Of shifted blocks matching the baseline somewhere (Table 5): share matching only at t != d
+    ("shifted only") and share matching at several sites ("multiple"); the two may overlap."""
+    blocks = matched = shifted_only = multiple = 0
+    for r in rounds_of(traces):
+        for b in r["shifted"]:
+            blocks += 1
+            if b["sites"]:
+                matched += 1
+                shifted_only += b["d"] not in b["sites"]
+                multiple += len(b["sites"]) > 1
+    return {"blocks": blocks, "matched": matched, "shifted_only": shifted_only, "multiple": multiple,
+            "shifted_only_rate": _rate(shifted_only, matched), "multiple_rate": _rate(multiple, matched)}
+
+
+def earliest_win_rate(traces: Traces) -> dict:
+    """Rule "all" traces (Table 8): one group per (round, shifted block). A group is eligible when
+    one of its attached paths ties the longest accepted length among its paths and the baseline;
+    the earliest site wins when its path ties it. Lengths are top-1 acceptance (exact at T=0).
+
+    `groups`/`wins` count blocks with several sites (where the rule matters); `*_all` every block.
+    """
+    c = Counter()
+    for r in rounds_of(traces):
+        base = greedy_accepted(r, r["baseline"])
+        by_d: dict[int, list[tuple[int, int]]] = {}
+        for p in r["paths"]:
+            if p["source"] > 0 and p.get("site") is not None:
+                by_d.setdefault(p["source"], []).append((p["site"], greedy_accepted(r, p["tokens"])))
+        for group in by_d.values():
+            best = max(n for _, n in group)
+            if best < base:
+                continue                          # the baseline beat every site: not eligible
+            win = min(group)[1] == best
+            c["groups_all"] += 1
+            c["wins_all"] += win
+            if len(group) > 1:
+                c["groups"] += 1
+                c["wins"] += win
+    return {"groups": c["groups"], "wins": c["wins"], "rate": _rate(c["wins"], c["groups"]),
+            "groups_all": c["groups_all"], "wins_all": c["wins_all"],
+            "rate_all": _rate(c["wins_all"], c["groups_all"])}
+
+
+def gain_by_offset(traces: Traces) -> dict:
+    """Accepted drafts beyond the baseline-alone length, credited to each offset d (round_gain),
+    split into positions inside the native block (in-block refinement) and beyond it (extension)."""
+    by_d: Counter = Counter()
+    in_block = beyond = n = 0
+    for r in rounds_of(traces):
+        n += 1
+        d, extra = round_gain(r)
+        if not extra:
+            continue
+        by_d[d] += extra
+        base, end = baseline_accepted(r), r["block_size"] - 1
+        in_block += max(0, min(r["accepted"], end) - base)
+        beyond += max(0, r["accepted"] - max(end, base))
+    return {"by_d": {str(d): v for d, v in sorted(by_d.items())}, "extra": sum(by_d.values()),
+            "in_block": in_block, "beyond": beyond, "rounds": n,
+            "extra_per_round": _rate(sum(by_d.values()), n)}
+
+
+def round_sizes(traces: Traces) -> dict:
+    """Per round means: shifted blocks drafted, offsets available (the previous round's retained
+    states), trie nodes verified and drafter / verifier milliseconds: the work a budget saves."""
+    drafted = avail = nodes = n = draft_ms = verify_ms = 0
+    for t in [traces] if isinstance(traces, dict) else traces:
+        prev = 0
+        for r in t["rounds"]:
+            n += 1
+            drafted += len(r["shifted"])
+            avail += prev
+            nodes += len(r["trie"]["tokens"])
+            draft_ms += r["draft_ms"]
+            verify_ms += r["verify_ms"]
+            prev = r["retained"]
+    return {"shifted_drafted": _rate(drafted, n), "shifted_available": _rate(avail, n),
+            "trie_nodes": _rate(nodes, n), "draft_ms": _rate(draft_ms, n),
+            "verify_ms": _rate(verify_ms, n)}
+
+
+def summarize(traces: Traces) -> dict:
+    """Every analysis for one group of traces (one set and mode, or any pooling)."""
+    return {"rounds": sum(1 for _ in rounds_of(traces)), "tau": tau(traces),
+            "acceptance_histogram": {str(k): v for k, v in acceptance_histogram(traces).items()},
+            "full_block_share": full_block_share(traces),
+            "post_rejection_agreement": post_rejection_agreement(traces),
+            "alignment": alignment_stats(traces), "earliest_win": earliest_win_rate(traces),
+            "gain_by_offset": gain_by_offset(traces), "sizes": round_sizes(traces)}

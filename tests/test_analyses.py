@@ -1,0 +1,173 @@
+"""engine/analyses.py on hand-checkable rounds (built with the engine's own attach/trie code) and
+on real traces from tiny random models."""
+from __future__ import annotations
+
+import random
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from engine import analyses as A
+from engine.attach import assemble
+from engine.trie import accept, build_trie
+
+
+def make_round(baseline, shifted, truth, mode="reanchor", rule="earliest", max_nodes=None) -> dict:
+    """A round record as decode.py writes it, verified by a target whose top-1 at depth k is
+    truth[k+1] whatever the prefix (so post-rejection drafts can still agree)."""
+    paths, info = assemble(baseline, shifted, mode, rule, random.Random(0))
+    trie = build_trie([p.tokens for p in paths], max_nodes)
+    top1 = [truth[d + 1] for d in trie.depths]
+    chain, bonus = accept(trie, lambda n: top1[n])
+    return {"round": 0, "anchor_pos": 5, "anchor": baseline[0], "block_size": len(baseline),
+            "baseline": baseline,
+            "shifted": [{"d": d, "tokens": shifted[d], "sites": info[d]["sites"],
+                         "chosen": (info[d]["attached"] or [None])[0], "attached": info[d]["attached"]}
+                        for d in sorted(shifted)],
+            "paths": [{"source": p.source, "site": p.site, "tokens": p.tokens} for p in paths],
+            "trie": {"tokens": trie.tokens, "parents": trie.parents, "depths": trie.depths,
+                     "provenance": trie.provenance},
+            "accepted_nodes": chain, "accepted": len(chain) - 1, "bonus": bonus,
+            "new_tokens": [trie.tokens[n] for n in chain[1:]] + [bonus], "target_top1": top1,
+            "retained": 0, "draft_ms": 1.0, "verify_ms": 2.0, "round_ms": 3.0}
+
+
+TRUTH = list(range(10, 30))
+BASE = [10, 11, 99, 13, 99]                       # draft 2 rejected; 13 right again, 99 wrong
+SHIFTED = {1: [99, 13, 14, 15, 16],               # matches at t=2 and t=4: shifted only, multiple
+           2: [11, 12, 13, 14, 15],               # matches at t=1 only: shifted only; the winner
+           3: [13, 14, 15, 16, 17],               # matches at t=3 == d: aligned
+           4: [55, 1, 2, 3, 4]}                   # no match: discarded
+
+
+def trace(*rounds) -> dict:
+    return {"rounds": list(rounds)}
+
+
+def test_hand_round_reanchor():
+    r = make_round(BASE, SHIFTED, TRUTH)
+    assert r["accepted"] == 5                      # 11 12 13 14 15 along g(2) attached at t=1
+    assert A.baseline_accepted(r) == 1
+    assert A.acceptance_histogram(trace(r)) == {6: 1} and A.tau(trace(r)) == 6
+    assert A.full_block_share(trace(r)) == 0
+    assert A.post_rejection_agreement(trace(r)) == {"agree": 1, "total": 2, "rate": 0.5}
+    al = A.alignment_stats(trace(r))
+    assert (al["blocks"], al["matched"], al["shifted_only"], al["multiple"]) == (4, 3, 2, 1)
+    assert al["shifted_only_rate"] == pytest.approx(2 / 3) and al["multiple_rate"] == pytest.approx(1 / 3)
+    g = A.gain_by_offset(trace(r))
+    assert g["by_d"] == {"2": 4} and (g["extra"], g["in_block"], g["beyond"]) == (4, 3, 1)
+    assert A.round_gain(r) == (2, 4)
+    r0 = {**make_round([10, 50, 51, 52, 53], {}, TRUTH, mode="dflash"), "retained": 4}
+    z = A.round_sizes(trace(r0, r))                # r drafted 4 blocks; r0 left 4 states
+    assert (z["shifted_drafted"], z["shifted_available"]) == (2, 2)
+    assert z["trie_nodes"] == (5 + len(r["trie"]["tokens"])) / 2 and z["verify_ms"] == 2.0
+
+
+def test_hand_round_fixed_offset_loses_the_gain():
+    r = make_round(BASE, SHIFTED, TRUTH, mode="shifted-fixed")
+    assert [p["source"] for p in r["paths"]] == [0, 3]   # only d=3 matches at t=d
+    assert r["accepted"] == 1 and A.gain_by_offset(trace(r))["extra"] == 0
+    # alignment is a property of the drafted blocks, not of the rule
+    assert A.alignment_stats(trace(r))["matched"] == 3
+
+
+def test_full_block_and_pooling():
+    full = make_round([10, 11, 12, 13], {}, TRUTH, mode="dflash")
+    zero = make_round([10, 50, 51, 52], {}, TRUTH, mode="dflash")
+    assert full["accepted"] == 3 and zero["accepted"] == 0
+    assert A.full_block_share(trace(full, zero)) == 0.5
+    assert A.full_block_share([trace(full), trace(zero), trace(zero)]) == pytest.approx(1 / 3)
+    assert A.acceptance_histogram([trace(full), trace(zero)]) == {1: 1, 4: 1}
+    assert A.tau([trace(full), trace(zero)]) == 2.5
+    # no rejection: nothing after it; all rejected: 51 vs 12, 52 vs 13 under rejected prefixes
+    assert A.post_rejection_agreement(trace(full))["total"] == 0
+    assert A.post_rejection_agreement(trace(zero)) == {"agree": 0, "total": 2, "rate": 0.0}
+
+
+def test_earliest_win_rate_rule_all():
+    r1 = make_round(BASE, SHIFTED, TRUTH, rule="all")
+    assert [(p["source"], p["site"]) for p in r1["paths"]] == [(0, None), (1, 2), (1, 4), (2, 1), (3, 3)]
+    # truth 20 30 21 22...; g(1) matches at t=0 (path 20 21.., 0 accepted) and t=2 (20 30 20 21.., 1)
+    truth2 = [20, 30, 21, 22, 23, 24, 25, 26, 27, 28]
+    r2 = make_round([20, 30, 20, 9], {1: [20, 21, 22, 23]}, truth2, rule="all")
+    assert A.greedy_accepted(r2, r2["paths"][1]["tokens"]) == 0
+    assert A.greedy_accepted(r2, r2["paths"][2]["tokens"]) == 1
+    w = A.earliest_win_rate([trace(r1), trace(r2)])
+    # multi-site groups: r1 d=1 (tie at 1 accepted: win), r2 d=1 (later site better: loss)
+    assert (w["groups"], w["wins"], w["rate"]) == (2, 1, 0.5)
+    assert (w["groups_all"], w["wins_all"]) == (4, 3)
+    # single-site rules leave no multi-site group
+    assert A.earliest_win_rate(trace(make_round(BASE, SHIFTED, TRUTH)))["groups"] == 0
+
+
+def test_node_cap_truncates_paths_safely():
+    r = make_round(BASE, SHIFTED, TRUTH, max_nodes=3)   # the baseline itself is cut after 3 nodes
+    assert len(r["trie"]["tokens"]) == 3
+    assert A.path_nodes(r, BASE) == [0, 1, 2]
+    # draft 3 is judged by node 2's top-1; draft 4 would need node 3, which was never verified
+    assert A.post_rejection_agreement(trace(r)) == {"agree": 1, "total": 1, "rate": 1.0}
+    A.summarize(trace(r))
+
+
+def test_empty():
+    s = A.summarize([])
+    assert s["rounds"] == 0 and s["tau"] is None and s["full_block_share"] is None
+    assert s["post_rejection_agreement"]["rate"] is None and s["alignment"]["matched"] == 0
+
+
+@pytest.fixture(scope="module")
+def real_traces():
+    from tiny import tiny_models
+
+    from engine.decode import DecodeConfig, Engine
+
+    eng = Engine(tiny_models())
+    out = {}
+    for mode, rule in (("dflash", "earliest"), ("reanchor", "earliest"), ("reanchor", "all"),
+                       ("extension", "earliest")):
+        out[f"{mode}-{rule}"] = [eng.generate(p, DecodeConfig(mode=mode, rule=rule, max_new_tokens=40))
+                                 for p in ("abc dea, fig?", "jig a bad cafe.")]
+    return out
+
+
+def test_real_traces_invariants(real_traces):
+    for name, trs in real_traces.items():
+        rounds = list(A.rounds_of(trs))
+        assert rounds, name
+        h = A.acceptance_histogram(trs)
+        assert sum(h.values()) == len(rounds)
+        assert sum(k * v for k, v in h.items()) / len(rounds) == pytest.approx(A.tau(trs))
+        for t in trs:
+            assert A.tau(t) == pytest.approx(t["stats"]["tau"])
+        extra = 0
+        for r in rounds:
+            # T=0: the target's top-1 walk along each path reproduces the engine's acceptance
+            assert r["accepted"] == max(A.greedy_accepted(r, p["tokens"]) for p in r["paths"])
+            assert A.baseline_accepted(r) == A.greedy_accepted(r, r["baseline"])
+            d, n = A.round_gain(r)
+            extra += n
+            if n:
+                from engine.trace import token_sources
+                assert token_sources(r)[r["accepted"] - 1] == f"d{d}"
+        g = A.gain_by_offset(trs)
+        assert g["extra"] == extra == g["in_block"] + g["beyond"]
+        s = A.summarize(trs)
+        assert 0 <= (s["full_block_share"] or 0) <= 1
+        pra = s["post_rejection_agreement"]
+        assert 0 <= pra["agree"] <= pra["total"]
+        al = s["alignment"]
+        assert al["blocks"] == sum(len(r["shifted"]) for r in rounds)
+        assert al["shifted_only"] <= al["matched"] and al["multiple"] <= al["matched"]
+    for t in real_traces["reanchor-earliest"]:  # unbounded: every retained state is drafted
+        for prev, r in zip(t["rounds"], t["rounds"][1:]):
+            assert len(r["shifted"]) == prev["retained"] or r["block_size"] < 2
+    assert A.alignment_stats(real_traces["dflash-earliest"])["blocks"] == 0
+    assert A.gain_by_offset(real_traces["dflash-earliest"])["extra"] == 0
+    assert A.alignment_stats(real_traces["reanchor-earliest"])["matched"] > 0
+    w = A.earliest_win_rate(real_traces["reanchor-all"])
+    assert w["groups"] <= w["groups_all"] and w["wins"] <= w["groups"] and w["wins_all"] <= w["groups_all"]
+    # extension only adds tokens beyond the native block
+    assert A.gain_by_offset(real_traces["extension-earliest"])["in_block"] == 0

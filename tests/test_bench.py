@@ -1,0 +1,157 @@
+"""The bench end to end on a tiny random target and drafter (CPU, a few prompts and tokens)."""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from engine import analyses as A
+from engine import bench
+from engine.errors import InputError
+from engine.trace import load_trace
+
+ROOT = Path(__file__).resolve().parent.parent
+PROMPTS = [{"id": "p/1", "prompt": "abc dea, fig?"}, {"id": "p2", "prompt": "jig a bad cafe."}]
+
+
+@pytest.fixture(scope="module")
+def tiny_dirs(tmp_path_factory):
+    from tiny import save_tiny
+
+    tmp = tmp_path_factory.mktemp("bench")
+    target, drafter = save_tiny(tmp)
+    prompts = tmp / "tiny.jsonl"
+    prompts.write_text("".join(json.dumps(p) + "\n" for p in PROMPTS))
+    return tmp, target, drafter, prompts
+
+
+@pytest.fixture(scope="module")
+def bench_out(tiny_dirs):
+    tmp, target, drafter, prompts = tiny_dirs
+    out = tmp / "out"
+    cmd = [sys.executable, "-m", "engine", "bench", "--prompts", str(prompts), "--target", str(target),
+           "--drafter", str(drafter), "--max-new-tokens", "20", "--rules", "earliest,all",
+           "--traces", "--out", str(out)]
+    p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    return out
+
+
+def test_outputs(bench_out):
+    res = json.loads((bench_out / "results.json").read_text())
+    labels = ["ar", "dflash", "shifted-fixed", "reanchor", "reanchor-all", "in-block", "extension",
+              "reanchor-auto"]
+    assert [r["label"] for r in res["runs"]] == labels
+    keys = {"set", "mode", "rule", "temperature", "n", "tau", "new_tokens", "tokens_per_s",
+            "speedup_vs_ar", "tau_vs_dflash", "speed_vs_dflash", "lossless"}
+    for r in res["runs"]:
+        assert keys <= set(r) and r["set"] == "tiny" and r["n"] == 2
+        assert r["lossless"] == 1.0, r["label"]           # every mode reproduces ar at T=0
+        trs = [load_trace(bench_out / "traces" / "tiny" / r["label"] / f) for f in ("p_1.json", "p2.json")]
+        # tau in results.json is tau recomputed from the traces' rounds
+        rounds = [x for t in trs for x in t["rounds"]]
+        assert r["tau"] == pytest.approx(sum(x["accepted"] + 1 for x in rounds) / len(rounds))
+        assert r["new_tokens"] == sum(len(t["output_ids"]) for t in trs)
+        assert r["tokens_per_s"] > 0
+        assert trs[0]["config"]["mode"] == r["mode"] and trs[0]["config"]["rule"] == r["rule"]
+    runs = {r["label"]: r for r in res["runs"]}
+    assert runs["ar"]["speedup_vs_ar"] == 1 and runs["dflash"]["tau_vs_dflash"] == 1
+    assert runs["reanchor-all"]["rule"] == "all" and runs["reanchor-auto"]["max_shifted"] == "auto"
+    assert set(res["analyses"]) == {"tiny", "all"}
+    s = res["analyses"]["tiny"]["reanchor"]
+    assert {"acceptance_histogram", "full_block_share", "post_rejection_agreement", "alignment",
+            "earliest_win", "gain_by_offset"} <= set(s)
+    assert res["config"]["max_new_tokens"] == 20 and res["config"]["block_size"] == 8
+    assert len(res["cost"]["verify"]) > 3 and len(res["cost"]["draft"]) > 3
+
+
+def test_report_and_figure(bench_out):
+    md = (bench_out / "report.md").read_text()
+    for title in ("Table 2", "Table 4", "Table 5", "Table 6", "Table 7", "Table 8", "Table 1",
+                  "Figure 2", "Cost budget", "verify ms"):
+        assert title in md, title
+    html = (bench_out / "fig2_acceptance.html").read_text()
+    assert "<script src=" not in html and len(html) > 1_000_000  # plotly.js embedded, no CDN
+
+
+def test_interrupt_keeps_finished_prompts(tiny_dirs, monkeypatch):
+    """Ctrl-C during the second prompt: results hold the first prompt only, for every mode."""
+    tmp, target, drafter, prompts = tiny_dirs
+    from engine.decode import Run
+
+    calls = {"n": 0}
+    finish = Run.finish
+
+    def flaky(self):
+        calls["n"] += 1
+        if calls["n"] == 2 + 3:          # 2 warm-up runs, 2 runs of prompt 1, then prompt 2
+            raise KeyboardInterrupt
+        return finish(self)
+
+    monkeypatch.setattr(Run, "finish", flaky)
+    p = argparse.ArgumentParser()
+    bench.add_bench_args(p.add_subparsers())
+    args = p.parse_args(["bench", "--prompts", str(prompts), "--target", str(target), "--drafter",
+                         str(drafter), "--max-new-tokens", "8", "--modes", "ar,dflash",
+                         "--out", str(tmp / "cut")])
+    assert args.func(args) == 0
+    res = json.loads((tmp / "cut" / "results.json").read_text())
+    assert res["config"]["interrupted"] and [r["n"] for r in res["runs"]] == [1, 1]
+    assert (tmp / "cut" / "report.md").exists()
+
+
+def test_bad_input_exits_2(tmp_path):
+    p = subprocess.run([sys.executable, "-m", "engine.bench", "--modes", "ar,fast", "--out",
+                        str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2 and p.stderr.strip().splitlines()[-1].startswith("error: modes:")
+
+
+def test_prompt_sets():
+    he, mt = bench.load_set("humaneval"), bench.load_set("mtbench")
+    assert len(he) == 164 and len(mt) == 80 and "def " in he[0]["prompt"]
+    for name in ("math", "chat"):
+        rows = bench.load_set(name)
+        assert len(rows) >= 100 and len({r["id"] for r in rows}) == len(rows)
+        assert len({r["prompt"] for r in rows}) == len(rows)
+    s1, s2 = bench.sample_prompts(he, None, 0), bench.sample_prompts(he, 5, 0)
+    assert len(s1) == 100 and s2 == s1[:5] and bench.sample_prompts(he, None, 1) != s1
+    assert bench.sample_prompts(mt, None, 0) == mt   # fewer than 100: the whole set
+
+
+def test_variants_and_bad_input(tmp_path):
+    vs = bench.variants(["ar", "reanchor", "reanchor-auto"], ["earliest", "latest"], 3)
+    assert [(v.label, v.mode, v.rule, v.max_shifted) for v in vs] == [
+        ("ar", "ar", "earliest", None), ("reanchor", "reanchor", "earliest", 3),
+        ("reanchor-latest", "reanchor", "latest", 3), ("reanchor-auto", "reanchor", "earliest", "auto")]
+    assert bench._max_shifted("auto") == "auto" and bench._max_shifted("none") is None
+    with pytest.raises(InputError, match="max_shifted"):
+        bench._max_shifted("many")
+    with pytest.raises(InputError, match="modes"):
+        bench._csv("ar,fast", bench.MODES, "modes")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": 1}\n')
+    with pytest.raises(InputError, match="prompt"):
+        bench.read_jsonl(bad)
+
+
+def test_cost_model_choices():
+    from engine.cost import Profile, Stats, choose_budget
+
+    # verification is flat up to 16 nodes, then steep: one cheap block is worth it, more are not
+    prof = Profile(block_size=8, draft_n=[1, 2, 4, 8], draft_ms=[5, 5.2, 5.6, 6.4],
+                   verify_n=[1, 16, 32, 64], verify_ms=[10, 10, 40, 100])
+    st = Stats()
+    st.rounds, st.acc0_sum, st.nodes_sum, st.blocks_sum = 10, 20, 70, 10   # 7 nodes per block
+    st.gain_sum, st.gain_n = {1: 5.0, 2: 3.0, 3: 1.0}, {1: 10, 2: 10, 3: 10}
+    k, cap = choose_budget(prof, st, 3)
+    assert k == 1 and cap is not None and cap >= 8 + 7
+    assert choose_budget(prof, st, 0) == (0, None)
+    # with free verification every block with a positive gain is drafted
+    flat = Profile(8, [1, 64], [5, 5], [1, 256], [10, 10])
+    assert choose_budget(flat, st, 3)[0] == 3
