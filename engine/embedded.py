@@ -18,7 +18,15 @@ MASK_TOKEN = "<empty_output>"
 
 
 def gguf_path() -> Path:
-    """Locate the GGUF file without importing the package (its import pulls in `llm`)."""
+    """Locate the GGUF file without importing the package (its import pulls in `llm`).
+
+    REANCHOR_GGUF=path overrides it (machines without the package, e.g. the GPU training box)."""
+    override = os.environ.get("REANCHOR_GGUF")
+    if override:
+        path = Path(override).expanduser()
+        if not path.is_file():
+            raise FileNotFoundError(f"target: REANCHOR_GGUF={override} is not a file")
+        return path
     spec = importlib.util.find_spec(GGUF_PACKAGE)
     if spec is None or spec.origin is None:
         raise FileNotFoundError(

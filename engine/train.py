@@ -1,0 +1,709 @@
+"""Train a DFlash drafter for the target, reproducibly: `python -m engine.train` (or `python -m engine train`).
+
+One command, three resumable stages:
+  1. gen    the target answers our own prompts (engine/prompts.py): batched, left padded, greedy and T=0.7
+            sampled responses, saved as token-id JSONL shards under --data (finished shards are skipped).
+  2. fit    the public DFlash recipe (shared/design/DFLASH.md): random anchors p inside each response; block
+            [x_p, MASK...] at positions p..p+B-1 sees the target's context features at positions < p and its own
+            block only. All blocks of a batch go through ONE drafter forward with a boolean attention mask over
+            [context features, all blocks]. Loss through the frozen target head, weighted exp(-(k-1)/gamma):
+            KL to the target's next-token distribution (--kl 1) and/or cross-entropy on the data tokens (--kl 0).
+  3. export a bf16 `save_pretrained` folder (config.json, model.safetensors) + README.md model card +
+            train_log.json, refreshed every --save-every seconds so a killed run still leaves a usable drafter.
+
+tau_sim (the proxy the trainer reports): greedy DFlash acceptance replayed teacher-forced on the target's own
+greedy responses to held-out prompts. Each round at anchor p accepts the longest prefix of argmax drafts equal
+to the greedy continuation, then jumps to p + accepted + 1; tau = mean(accepted + 1). It equals real greedy
+DFlash up to numerics (the features here come from one full forward, not from the verify calls).
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import math
+import os
+import random
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+ROOT = Path(__file__).resolve().parent.parent
+MASK_ID = 16  # "<empty_output>": SmolLM2's unused special token (engine.embedded.MASK_TOKEN)
+
+
+def log(msg: str) -> None:
+    print(f"[train {time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+# ---------------------------------------------------------------------------------------------- data
+def chat_ids(tok, prompt: str) -> list[int]:
+    """Token ids of one user message under the chat template, ready for the assistant's answer."""
+    text = tok.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False,
+                                   add_generation_prompt=True)
+    return tok(text, add_special_tokens=False)["input_ids"]
+
+
+def stop_ids(target, tok) -> list[int]:
+    ids = target.generation_config.eos_token_id or target.config.eos_token_id or tok.eos_token_id
+    return sorted(set(ids if isinstance(ids, list) else [ids]))
+
+
+@torch.no_grad()
+def generate_batch(target, prompts: list[list[int]], *, max_new_tokens: int, temperature: float,
+                   pad_id: int, stops: list[int], seed: int) -> list[list[int]]:
+    """Responses (stop token included when reached) for a left-padded batch of prompt ids."""
+    T = max(map(len, prompts))
+    ids = torch.full((len(prompts), T), pad_id, dtype=torch.long)
+    att = torch.zeros((len(prompts), T), dtype=torch.long)
+    for i, p in enumerate(prompts):
+        ids[i, T - len(p):] = torch.tensor(p)
+        att[i, T - len(p):] = 1
+    torch.manual_seed(seed)
+    sampling = dict(do_sample=True, temperature=temperature, top_k=0, top_p=1.0) if temperature > 0 \
+        else dict(do_sample=False)
+    out = target.generate(input_ids=ids.to(target.device), attention_mask=att.to(target.device),
+                          max_new_tokens=max_new_tokens, eos_token_id=stops, pad_token_id=pad_id, **sampling)
+    responses = []
+    for row in out[:, T:].tolist():
+        cut = next((j + 1 for j, t in enumerate(row) if t in stops), len(row))
+        responses.append(row[:cut])
+    return responses
+
+
+def generate_shards(target, tok, prompts: list[str], data_dir: Path, tag: str, *, shard_size: int,
+                    batch_size: int, max_new_tokens: int, sample_frac: float, temperature: float,
+                    seed: int, deadline: float) -> None:
+    """Write {tag}-NNNNN.jsonl shards of `shard_size` prompts each; existing shards are kept (resume)."""
+    pad_id, stops = stop_ids(target, tok)[0], stop_ids(target, tok)
+    n_shards = math.ceil(len(prompts) / shard_size)
+    todo = [k for k in range(n_shards) if not (data_dir / f"{tag}-{k:05d}.jsonl").exists()]
+    if not todo:
+        return
+    log(f"gen {tag}: {len(todo)}/{n_shards} shards to go ({len(prompts)} prompts, {max_new_tokens} new tokens, "
+        f"batch {batch_size}, {sample_frac:.0%} sampled at T={temperature})")
+    t0, done_tokens = time.time(), 0
+    for k in todo:
+        if time.time() > deadline:
+            log(f"gen {tag}: time budget reached, continuing with {k} of {n_shards} shards")
+            break
+        idx = list(range(k * shard_size, min(len(prompts), (k + 1) * shard_size)))
+        # A whole shard is greedy or sampled (so every generate call is a full batch); shard k is sampled when
+        # floor((k+1)f) > floor(kf): exactly a share f of the shards, evenly spread (f=0.5: every other one).
+        temp = temperature if math.floor((k + 1) * sample_frac) > math.floor(k * sample_frac) else 0.0
+        pids = {i: chat_ids(tok, prompts[i]) for i in idx}
+        group = sorted(idx, key=lambda i: len(pids[i]))  # similar lengths together: less left padding
+        recs = []
+        for s in range(0, len(group), batch_size):
+            part = group[s:s + batch_size]
+            resp = generate_batch(target, [pids[i] for i in part], max_new_tokens=max_new_tokens,
+                                  temperature=temp, pad_id=pad_id, stops=stops, seed=seed + k * 7919 + s)
+            for i, rids in zip(part, resp):
+                recs.append({"i": i, "prompt": prompts[i], "prompt_ids": pids[i], "response_ids": rids,
+                             "temperature": temp})
+                done_tokens += len(rids)
+        recs.sort(key=lambda x: x["i"])
+        tmp = data_dir / f".{tag}-{k:05d}.jsonl.tmp"
+        tmp.write_text("".join(json.dumps(x) + "\n" for x in recs))
+        os.replace(tmp, data_dir / f"{tag}-{k:05d}.jsonl")
+        dt = time.time() - t0
+        log(f"gen {tag}: shard {k + 1}/{n_shards} done, {done_tokens} tokens in {dt:.0f}s "
+            f"({done_tokens / max(dt, 1e-9):.0f} tok/s)")
+
+
+def load_shards(data_dir: Path, tag: str) -> list[dict]:
+    recs = []
+    for path in sorted(data_dir.glob(f"{tag}-*.jsonl")):
+        recs += [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return recs
+
+
+# ------------------------------------------------------------------------------------------ features
+class Features:
+    """The frozen target's context features (hidden states after `layer_ids`, HF hidden_states[l+1], concatenated)
+    and final normed hidden state (for its next-token distribution), computed once per sequence and cached."""
+
+    def __init__(self, target, layer_ids: list[int], cache_gb: float):
+        self.target, self.layer_ids = target, list(layer_ids)
+        self.cache: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+        self.budget, self.used = int(cache_gb * 2**30), 0
+
+    @torch.no_grad()
+    def _compute(self, seqs: list[list[int]]) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        dev = self.target.device
+        T = max(map(len, seqs))
+        ids = torch.zeros((len(seqs), T), dtype=torch.long)
+        for i, s in enumerate(seqs):  # right padding: valid positions never attend to the pads (causal)
+            ids[i, :len(s)] = torch.tensor(s)
+        got: dict[int, torch.Tensor] = {}
+        # Hooks on the decoder layers: robust across transformers versions (DFLASH.md).
+        layers = self.target.model.layers
+        hooks = [layers[l].register_forward_hook(
+            lambda m, a, o, l=l: got.__setitem__(l, o[0] if isinstance(o, tuple) else o)) for l in self.layer_ids]
+        try:
+            final = self.target.model(input_ids=ids.to(dev), use_cache=False).last_hidden_state
+        finally:
+            for h in hooks:
+                h.remove()
+        feats = torch.cat([got[l] for l in self.layer_ids], dim=-1)
+        return [(feats[i, :len(s)].clone(), final[i, :len(s)].clone()) for i, s in enumerate(seqs)]
+
+    def get(self, keys: list[int], seqs: list[list[int]], T: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Padded (b, T, F*H) features and (b, T, H) final hidden states for the sequences `seqs` (cache keys `keys`)."""
+        miss = [j for j, k in enumerate(keys) if k not in self.cache]
+        fresh = dict(zip(miss, self._compute([seqs[j] for j in miss]))) if miss else {}
+        rows = []
+        for j, k in enumerate(keys):
+            if k in self.cache:
+                rows.append(self.cache[k])
+                continue
+            f, h = fresh[j]
+            size = f.numel() * f.element_size() + h.numel() * h.element_size()
+            if self.used + size <= self.budget:
+                self.cache[k], self.used = (f, h), self.used + size
+            rows.append((f, h))
+        feats = rows[0][0].new_zeros((len(keys), T, rows[0][0].shape[-1]))
+        final = rows[0][1].new_zeros((len(keys), T, rows[0][1].shape[-1]))
+        for i, (f, h) in enumerate(rows):
+            feats[i, :len(f)], final[i, :len(h)] = f, h
+        return feats, final
+
+
+# -------------------------------------------------------------------------------------------- blocks
+def block_mask(anchors: torch.Tensor, ctx_len: int, block_size: int) -> torch.Tensor:
+    """(b, 1, n*B, ctx_len + n*B) bool, True = may attend. Keys are [context features, block 0, ..., block n-1];
+    the queries of block a (anchor p_a) see context positions < p_a and their own block (bidirectional) only.
+    A padding block (anchor 0) sees only itself, so no row is fully masked."""
+    b, n = anchors.shape
+    q_anchor = anchors.repeat_interleave(block_size, dim=1)                                  # (b, nB)
+    ctx = torch.arange(ctx_len, device=anchors.device)[None, None, :] < q_anchor[:, :, None]  # (b, nB, T)
+    blk = torch.arange(n * block_size, device=anchors.device) // block_size
+    own = (blk[:, None] == blk[None, :]).expand(b, -1, -1)                                   # (b, nB, nB)
+    return torch.cat([ctx, own], dim=2)[:, None]
+
+
+def make_batch(seqs: list[list[int]], anchors: list[list[int]], *, block_size: int, mask_id: int,
+               gamma: float, pad_to: int = 16) -> dict:
+    """CPU tensors for one drafter forward over all blocks of a batch of sequences.
+
+    rows = every (anchor, k >= 1) whose label x_{p+k} exists: `drow` indexes the flattened drafter output
+    (b * n * B), `trow` the flattened target states (b * T) at p+k-1, whose next-token distribution is x_{p+k}'s."""
+    B, b = block_size, len(seqs)
+    n = max(1, max(map(len, anchors)))
+    T = -(-max(map(len, seqs)) // pad_to) * pad_to  # aligned key length suits the fused attention kernels
+    anc = torch.zeros((b, n), dtype=torch.long)
+    block = torch.full((b, n * B), mask_id, dtype=torch.long)
+    drow, trow, label, kk, slot = [], [], [], [], []
+    k = torch.arange(1, B)
+    for i, (s, a) in enumerate(zip(seqs, anchors)):
+        if not a:
+            continue
+        ids, A = torch.tensor(s), torch.tensor(a)
+        anc[i, :len(a)] = A
+        block[i, torch.arange(len(a)) * B] = ids[A]
+        P = A[:, None] + k                                   # (m, B-1) label positions
+        ok = P < len(s)
+        sl = torch.arange(len(a))[:, None].expand_as(P)
+        drow.append((i * n * B + sl * B + k)[ok])
+        trow.append((i * T + P - 1)[ok])
+        label.append(ids[P.clamp(max=len(s) - 1)][ok])
+        kk.append(k.expand_as(P)[ok])
+        slot.append(sl[ok])
+    cat = lambda xs: torch.cat(xs) if xs else torch.zeros(0, dtype=torch.long)
+    kk = cat(kk)
+    w = torch.exp(-(kk - 1).float() / gamma)
+    pos = torch.cat([torch.arange(T).expand(b, T), (anc[:, :, None] + torch.arange(B)).reshape(b, n * B)], dim=1)
+    return {"anchors": anc, "block_ids": block, "position_ids": pos, "T": T, "drow": cat(drow), "trow": cat(trow),
+            "labels": cat(label), "k": kk, "slot": cat(slot), "weights": w / w.sum().clamp_min(1e-9)}
+
+
+def draft_forward(drafter, embed_w: torch.Tensor, feats: torch.Tensor, batch: dict, dtype: torch.dtype) -> torch.Tensor:
+    """Drafter hidden states (b, n*B, H) for every block of the batch, in one forward."""
+    dev = feats.device
+    noise = F.embedding(batch["block_ids"].to(dev, non_blocking=True), embed_w).to(dtype)
+    mask = block_mask(batch["anchors"].to(dev, non_blocking=True), batch["T"], drafter.block_size)
+    return drafter(position_ids=batch["position_ids"].to(dev, non_blocking=True), attention_mask=mask,
+                   noise_embedding=noise, target_hidden=feats.to(dtype))
+
+
+# ---------------------------------------------------------------------------------------------- loss
+@torch.no_grad()
+def _head_loss_and_grad(hd, ht, labels, weights, W, kl, chunk):
+    """Weighted soft cross-entropy through the frozen head W, with its gradient w.r.t. the drafter rows hd,
+    chunk by chunk so that no (rows x vocab) logits are ever kept (the vocabulary is 49152 wide)."""
+    loss = torch.zeros((), device=hd.device, dtype=torch.float32)
+    grad = torch.empty_like(hd)
+    hit = torch.zeros(len(hd), dtype=torch.bool, device=hd.device)
+    for s in range(0, len(hd), chunk):
+        e = min(len(hd), s + chunk)
+        logp = torch.log_softmax((hd[s:e].to(W.dtype) @ W.T).float(), dim=-1)
+        t_logits = (ht[s:e].to(W.dtype) @ W.T).float()
+        # target distribution q = kl * p_target + (1 - kl) * onehot(label); dL/dlogits = softmax - q
+        q = torch.softmax(t_logits, dim=-1).mul_(kl) if kl > 0 else torch.zeros_like(logp)
+        if kl < 1:
+            q.scatter_add_(1, labels[s:e, None], torch.full((e - s, 1), 1.0 - kl, device=q.device))
+        w = weights[s:e]
+        loss += (-(q * logp).sum(-1) * w).sum()
+        hit[s:e] = logp.argmax(-1) == t_logits.argmax(-1)  # vs the target's greedy token: the T=0 label
+        g = logp.exp_().sub_(q).mul_(w[:, None])            # in place: logp is not needed any more
+        grad[s:e] = (g.to(W.dtype) @ W).to(grad.dtype)
+    return loss, grad, hit
+
+
+def head_loss(hd: torch.Tensor, ht: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor, W: torch.Tensor,
+              kl: float = 1.0, chunk: int = 4096) -> tuple[torch.Tensor, torch.Tensor]:
+    """(loss with the right gradient for hd, top-1 hits vs the target's argmax per row). `weights` sum to 1."""
+    loss, grad, hit = _head_loss_and_grad(hd.detach(), ht, labels, weights, W, kl, chunk)
+    surrogate = (hd * grad).sum()  # d/dhd = grad; its value is swapped for the true loss below
+    return surrogate - surrogate.detach() + loss, hit
+
+
+# ---------------------------------------------------------------------------------------------- model
+def make_drafter(target, *, num_layers: int, block_size: int, mask_id: int, target_layer_ids: list[int] | None):
+    from dflash import DFlashDraftModel
+
+    from .models import drafter_config
+
+    cfg = drafter_config(target.config, num_layers=num_layers, block_size=block_size, mask_token_id=mask_id,
+                         target_layer_ids=target_layer_ids)
+    return DFlashDraftModel(cfg)
+
+
+@torch.no_grad()
+def init_from_target(drafter, target, layers: bool = True) -> list[str]:
+    """The drafter's final norm takes the target's (both feed the same frozen head, so logits start at the
+    target's scale). With `layers`, also start from the target's own top decoder layers (same shapes for a
+    Llama/Qwen target; q_norm/k_norm stay at 1, Llama has none) and let fc pass the deepest context layer
+    through unchanged. Returns what was copied."""
+    drafter.norm.weight.copy_(target.model.norm.weight.float())
+    if not layers:
+        return ["norm"]
+    names = ["self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj", "mlp.gate_proj",
+             "mlp.up_proj", "mlp.down_proj", "input_layernorm", "post_attention_layernorm"]
+    t_layers = target.model.layers
+    copied = []
+    for j, d in enumerate(drafter.layers):
+        src = len(t_layers) - len(drafter.layers) + j
+        for name in names:
+            dw, tw = d.get_submodule(name).weight, t_layers[src].get_submodule(name).weight
+            if dw.shape == tw.shape:
+                dw.copy_(tw.float())
+                copied.append(f"layers.{j}.{name}<-{src}")
+    H = drafter.config.hidden_size
+    drafter.fc.weight.zero_()
+    drafter.fc.weight[:, -H:] = torch.eye(H)  # the last target_layer_id is the deepest
+    return copied + ["norm"]
+
+
+def export(drafter, out: Path, card: str, log_obj: dict, max_shard: int) -> None:
+    """bf16 save_pretrained folder + README.md + train_log.json; each file replaced atomically."""
+    out.mkdir(parents=True, exist_ok=True)
+    tmp = out / ".export-tmp"
+    if tmp.exists():
+        for f in tmp.iterdir():
+            f.unlink()
+    m = copy.deepcopy(drafter).to(torch.bfloat16)
+    m.save_pretrained(tmp, max_shard_size=max_shard)
+    (tmp / "README.md").write_text(card)
+    (tmp / "train_log.json").write_text(json.dumps(log_obj, indent=1))
+    new = {f.name for f in tmp.iterdir()}
+    for f in out.glob("model*.safetensors*"):  # a differently sharded older export
+        if f.name not in new:
+            f.unlink()
+    for f in sorted(tmp.iterdir(), key=lambda f: f.name == "config.json"):  # config last: weights land first
+        os.replace(f, out / f.name)
+    tmp.rmdir()
+
+
+# ----------------------------------------------------------------------------------------------- eval
+def replay_rounds(accepted: list[int], prompt_len: int, seq_len: int) -> list[int]:
+    """Greedy DFlash rounds over a response: the first anchor is the prefill's token at prompt_len; a round at
+    anchor p commits accepted[p - prompt_len] drafts plus the bonus. Returns accepted + 1 per round."""
+    p, rounds = prompt_len, []
+    while p < seq_len - 1:
+        a = accepted[p - prompt_len]
+        rounds.append(a + 1)
+        p += a + 1
+    return rounds
+
+
+@torch.no_grad()
+def eval_tau(drafter, feats: Features, seqs: list[tuple[list[int], int]], *, W: torch.Tensor, embed_w: torch.Tensor,
+             dtype: torch.dtype, autocast, anchors_per_forward: int = 128, chunk: int = 4096) -> dict:
+    """tau_sim: greedy DFlash replayed on the target's greedy responses (see the module docstring)."""
+    B, mask_id = drafter.block_size, int(drafter.mask_token_id)
+    was_training = drafter.training
+    drafter.eval()
+    taus, rounds_all, acc_all, by_k = [], [], [], torch.zeros(B - 1)
+    for si, (s, P) in enumerate(seqs):
+        anchors = list(range(P, len(s) - 1))
+        if not anchors:
+            continue
+        acc = []
+        for c in range(0, len(anchors), anchors_per_forward):
+            part = anchors[c:c + anchors_per_forward]
+            batch = make_batch([s], [part], block_size=B, mask_id=mask_id, gamma=1.0)
+            f, _ = feats.get([-1 - si], [s], batch["T"])
+            with autocast():
+                h = draft_forward(drafter, embed_w, f, batch, dtype)
+            hd = h.reshape(-1, h.shape[-1])[batch["drow"].to(h.device)]
+            drafts = torch.cat([(hd[r:r + chunk].to(W.dtype) @ W.T).argmax(-1) for r in range(0, len(hd), chunk)])
+            match = torch.zeros((len(part), B - 1), dtype=torch.bool)
+            match[batch["slot"], batch["k"] - 1] = (drafts.cpu() == batch["labels"])
+            acc.append(match.long().cumprod(dim=1).sum(dim=1))
+            by_k += match.long().cumprod(dim=1).sum(dim=0)
+        acc = torch.cat(acc).tolist()
+        acc_all += acc
+        rounds = replay_rounds(acc, P, len(s))
+        rounds_all += rounds
+        taus.append(sum(rounds) / len(rounds))
+    drafter.train(was_training)
+    n = max(1, len(acc_all))
+    return {"tau_sim": round(sum(rounds_all) / max(1, len(rounds_all)), 4),
+            "tau_sim_mean_per_prompt": round(sum(taus) / max(1, len(taus)), 4),
+            "mean_accept_all_anchors": round(sum(acc_all) / n, 4),
+            "accept_rate_by_depth": [round(x / n, 4) for x in by_k.tolist()],
+            "prompts": len(taus), "rounds": len(rounds_all),
+            "label": "tau_sim: greedy DFlash replayed teacher-forced on the target's greedy responses to held-out prompts"}
+
+
+# ------------------------------------------------------------------------------------------------ main
+def _gamma(block_size: int) -> float:
+    return {16: 7.0, 8: 4.0}.get(block_size, block_size / 2.3)
+
+
+def lr_at(progress: float, base: float, warmup: float) -> float:
+    """Linear warmup over the first `warmup` fraction, then cosine to zero."""
+    if progress < warmup:
+        return base * max(progress, 1e-3) / warmup
+    return base * 0.5 * (1 + math.cos(math.pi * min(1.0, (progress - warmup) / (1 - warmup))))
+
+
+def model_card(info: dict) -> str:
+    ev = info.get("eval") or {}
+    rows = "\n".join(f"| {k} | {v} |" for k, v in info["table"].items())
+    return f"""# {info['name']}
+
+A DFlash block-diffusion drafter (`dflash.DFlashDraftModel`, {info['layers']} Qwen3-style layers, block size
+{info['block_size']}, mask token id {info['mask_id']}, target layers {info['target_layer_ids']}) for
+SmolLM2-135M-Instruct (the embedded target of ReAnchor Explorer). It has no embedding table or LM head of its
+own: it uses the target's, frozen. Trained by `engine/train.py` (the public DFlash recipe, see
+shared/design/DFLASH.md) on the target's own responses to prompts from `engine/prompts.py` (our own set; no
+benchmark items).
+
+| | |
+|---|---|
+{rows}
+
+**tau_sim = {ev.get('tau_sim', 'n/a')}** (block {info['block_size']}, greedy, {ev.get('prompts', 0)} held-out prompts):
+greedy DFlash replayed teacher-forced on the target's own greedy responses, a proxy for the engine's real
+greedy DFlash tau (equal up to numerics). Share of anchors whose drafts are accepted to depth k = 1..{info['block_size'] - 1}:
+{ev.get('accept_rate_by_depth', [])}.
+
+Load: `dflash.DFlashDraftModel.from_pretrained(folder)`; the engine: `load_models(drafter=folder)`.
+"""
+
+
+def add_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("data")
+    g.add_argument("--target", default="embedded", help="embedded (default) or a local HF folder")
+    g.add_argument("--data", default=str(ROOT / "out" / "train-data"), help="response shards and train state")
+    g.add_argument("--prompts", type=int, default=6000, help="training prompts (engine/prompts.py)")
+    g.add_argument("--prompt-seed", type=int, default=0)
+    g.add_argument("--eval-prompts", type=int, default=30, help="held-out prompts for tau_sim")
+    g.add_argument("--max-new-tokens", type=int, default=256)
+    g.add_argument("--gen-batch", type=int, default=64)
+    g.add_argument("--shard-size", type=int, default=0, help="prompts per shard (default: --gen-batch)")
+    g.add_argument("--sample-frac", type=float, default=0.5, help="share of responses sampled (rest greedy)")
+    g.add_argument("--temperature", type=float, default=0.7)
+    g.add_argument("--gen-minutes", type=float, default=0, help="stop generating after this long (0: no cap)")
+    g.add_argument("--max-len", type=int, default=640, help="truncate training sequences to this many tokens")
+    g = p.add_argument_group("drafter")
+    g.add_argument("--out", default="", help="export folder (default assets/drafters/smollm2-135m-dflash-b<B>)")
+    g.add_argument("--layers", type=int, default=2)
+    g.add_argument("--block-size", type=int, default=16)
+    g.add_argument("--target-layers", default="", help="comma list of target layer ids (default: dflash's)")
+    g.add_argument("--mask-id", type=int, default=MASK_ID)
+    g.add_argument("--init", choices=["target", "norm", "random"], default="target",
+                   help="norm: final norm from the target; target: also its top layers, and fc passes the "
+                        "deepest feature layer through; random: neither")
+    g.add_argument("--max-shard-mb", type=float, default=15.0,
+                   help="largest weights file in MiB (save_pretrained shards above it; the device returns <= 16 MiB files)")
+    g = p.add_argument_group("training")
+    g.add_argument("--anchors", type=int, default=64, help="random anchors per sequence per step (max 512)")
+    g.add_argument("--batch", type=int, default=16, help="sequences per step")
+    g.add_argument("--lr", type=float, default=6e-4)
+    g.add_argument("--warmup", type=float, default=0.04)
+    g.add_argument("--gamma", type=float, default=0, help="loss decay over depth (default 7 for B=16, 4 for B=8)")
+    g.add_argument("--kl", type=float, default=1.0, help="1: KL to the target distribution, 0: CE on data tokens")
+    g.add_argument("--steps", type=int, default=0, help="optimizer steps (0: schedule by --max-minutes)")
+    g.add_argument("--max-minutes", type=float, default=60, help="wall-clock budget for the whole command")
+    g.add_argument("--save-every", type=float, default=60, help="seconds between exports and state saves")
+    g.add_argument("--eval-every", type=float, default=600, help="seconds between tau_sim evaluations")
+    g.add_argument("--log-every", type=int, default=20, help="steps between stats syncs")
+    g.add_argument("--chunk", type=int, default=0, help="rows per head chunk (default 4096 on CUDA, 512 on CPU)")
+    g.add_argument("--cache-gb", type=float, default=0, help="feature cache size (default 40 CUDA / 4 CPU)")
+    g.add_argument("--device", default="auto")
+    g.add_argument("--target-dtype", choices=["auto", "bf16", "fp32"], default="auto",
+                   help="auto: bf16 on CUDA, fp32 on CPU")
+    g.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
+    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--fresh", action="store_true", help="ignore a saved train state")
+    g.add_argument("--gen-only", action="store_true")
+    g.add_argument("--no-gen", action="store_true", help="train on the shards already in --data")
+
+
+def add_train_args(subparsers) -> argparse.ArgumentParser:
+    """`python -m engine train ...`: the lead's CLI adds this subcommand."""
+    p = subparsers.add_parser("train", help="generate data with the target and train a DFlash drafter",
+                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_args(p)
+    p.set_defaults(func=main)
+    return p
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m engine.train", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_args(p)
+    return p
+
+
+def main(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from .models import load_target, resolve_device
+    from .prompts import build_prompts, heldout_prompts
+
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # "Writing model shards" on every export would flood the log
+    t_start = time.time()
+    deadline = t_start + args.max_minutes * 60 if args.max_minutes > 0 else float("inf")
+    timings: dict[str, float] = {}
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    dev = resolve_device(args.device)
+    cuda = dev.type == "cuda"
+    # bf16 everywhere it is fast: CUDA, and CPUs with AMX/avx512-bf16 (--target-dtype bf16; about 2x for generation)
+    tdtype = {"auto": torch.bfloat16 if cuda else torch.float32, "bf16": torch.bfloat16,
+              "fp32": torch.float32}[args.target_dtype]
+    torch.manual_seed(args.seed)
+    B = args.block_size
+    out = Path(args.out or ROOT / "assets" / "drafters" / f"smollm2-135m-dflash-b{B}")
+    data = Path(args.data)
+    data.mkdir(parents=True, exist_ok=True)
+
+    target, tok = load_target(args.target, dev, tdtype)
+    target.requires_grad_(False)
+    timings["load_target_s"] = round(time.time() - t_start, 1)
+    log(f"target {args.target} on {dev} ({tdtype}) loaded in {timings['load_target_s']}s")
+
+    # --- 1. data ------------------------------------------------------------------------------------
+    t0 = time.time()
+    meta_path = data / "meta.json"
+    meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
+    shard = meta.get("shard_size") or args.shard_size or args.gen_batch  # shards must not move on resume
+    meta.update(shard_size=shard, prompt_seed=args.prompt_seed, max_new_tokens=args.max_new_tokens)
+    meta_path.write_text(json.dumps(meta))
+    train_prompts = build_prompts(args.prompts, args.prompt_seed)
+    eval_prompts = heldout_prompts(args.eval_prompts, train_prompts, seed=args.prompt_seed + 10_000)
+    if not args.no_gen:
+        gen_deadline = min(deadline, t0 + args.gen_minutes * 60 if args.gen_minutes > 0 else float("inf"))
+        target.eval()
+        generate_shards(target, tok, eval_prompts, data, "eval", shard_size=max(1, len(eval_prompts)),
+                        batch_size=args.gen_batch, max_new_tokens=args.max_new_tokens, sample_frac=0.0,
+                        temperature=0.0, seed=args.seed, deadline=float("inf"))
+        generate_shards(target, tok, train_prompts, data, "train", shard_size=shard, batch_size=args.gen_batch,
+                        max_new_tokens=args.max_new_tokens, sample_frac=args.sample_frac,
+                        temperature=args.temperature, seed=args.seed, deadline=gen_deadline)
+    timings["gen_s"] = round(time.time() - t0, 1)
+    if args.gen_only:
+        log(f"gen done in {timings['gen_s']}s")
+        return 0
+    recs = [r for r in load_shards(data, "train") if len(r["response_ids"]) >= 2]
+    eval_recs = load_shards(data, "eval")
+    if not recs:
+        log("no training data in " + str(data))
+        return 1
+    seqs = [(r["prompt_ids"] + r["response_ids"])[:args.max_len] for r in recs]
+    plens = [len(r["prompt_ids"]) for r in recs]
+    keep = [i for i in range(len(seqs)) if len(seqs[i]) - plens[i] >= 2]
+    seqs, plens = [seqs[i] for i in keep], [plens[i] for i in keep]
+    eval_seqs = [((r["prompt_ids"] + r["response_ids"])[:args.max_len], len(r["prompt_ids"]))
+                 for r in eval_recs[:args.eval_prompts]]
+    n_tok = sum(len(s) - p for s, p in zip(seqs, plens))
+    n_sampled = sum(1 for r in recs if r["temperature"] > 0)
+    data_info = {"sequences": len(seqs), "response_tokens": n_tok, "sampled": n_sampled,
+                 "greedy": len(recs) - n_sampled, "eval_prompts": len(eval_seqs),
+                 "prompt_set": f"engine/prompts.py build_prompts({args.prompts}, seed={args.prompt_seed})",
+                 "max_new_tokens": args.max_new_tokens, "temperature": args.temperature}
+    log(f"data: {len(seqs)} sequences, {n_tok} response tokens ({n_sampled} sampled), {len(eval_seqs)} eval")
+
+    # --- 2. model -----------------------------------------------------------------------------------
+    layer_ids = [int(x) for x in args.target_layers.split(",")] if args.target_layers else None
+    drafter = make_drafter(target, num_layers=args.layers, block_size=B, mask_id=args.mask_id,
+                           target_layer_ids=layer_ids)
+    if args.init != "random":
+        init_from_target(drafter, target, layers=args.init == "target")
+    drafter.to(dev).train()
+    W = target.get_output_embeddings().weight.detach()    # tied to embed_tokens for SmolLM2
+    embed_w = target.get_input_embeddings().weight.detach()
+    # The drafter keeps fp32 master weights; with a bf16 target its matmuls run under bf16 autocast.
+    amp = {"on": tdtype == torch.bfloat16}
+    run_dtype = lambda: torch.bfloat16 if amp["on"] else torch.float32
+    autocast = lambda: torch.autocast(dev.type, dtype=torch.bfloat16, enabled=amp["on"])
+    pin = (lambda t: t.pin_memory().to(dev, non_blocking=True)) if cuda else (lambda t: t)  # no host syncs
+    opt = torch.optim.AdamW(drafter.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.0,
+                            **({"fused": True} if cuda else {}))
+    feats = Features(target, drafter.target_layer_ids, args.cache_gb or (40 if cuda else 4))
+    gamma = args.gamma or _gamma(B)
+    chunk = args.chunk or (4096 if cuda else 512)
+    n_anchors = min(512, args.anchors)
+    n_params = sum(p.numel() for p in drafter.parameters())
+    log(f"drafter: {args.layers} layers, {n_params / 1e6:.2f}M params, B={B}, target layers "
+        f"{drafter.target_layer_ids}, init={args.init}, kl={args.kl}, gamma={gamma}")
+
+    state_path = data / f"train_state-b{B}.pt"
+    step, train_s, history, evals = 0, 0.0, [], []
+    rng = random.Random(args.seed)
+    order: list[int] = []
+    if state_path.exists() and not args.fresh:
+        st = torch.load(state_path, map_location=dev, weights_only=False)
+        drafter.load_state_dict(st["model"])
+        opt.load_state_dict(st["opt"])
+        step, train_s, history, evals = st["step"], st["train_s"], st["history"], st["evals"]
+        rng.setstate(st["rng"])
+        order = [i for i in st["order"] if i < len(seqs)]
+        log(f"resumed from {state_path} at step {step} ({train_s:.0f}s trained)")
+
+    def evaluate() -> dict:
+        t = time.time()
+        r = eval_tau(drafter, feats, eval_seqs, W=W, embed_w=embed_w, dtype=run_dtype(), autocast=autocast,
+                     chunk=chunk)
+        r.update(step=step, seconds=round(time.time() - t, 1))
+        evals.append(r)
+        log(f"eval step {step}: tau_sim {r['tau_sim']} (mean accept over all anchors "
+            f"{r['mean_accept_all_anchors']}, {r['rounds']} rounds, {r['seconds']}s)")
+        return r
+
+    def save(final: bool = False) -> float:
+        t = time.time()
+        hw = torch.cuda.get_device_name(dev) if cuda else f"CPU ({torch.get_num_threads()} threads)"
+        table = {"target": "SmolLM2-135M-Instruct (embedded GGUF, dequantised)", "hardware": hw,
+                 "steps": step, "train wall time": f"{train_s / 60:.1f} min",
+                 "total wall time": f"{(time.time() - t_start) / 60:.1f} min",
+                 "data": f"{data_info['sequences']} target responses ({data_info['greedy']} greedy, "
+                         f"{data_info['sampled']} sampled T={args.temperature}), {n_tok} tokens",
+                 "loss": f"{'KL to target' if args.kl == 1 else 'CE on data' if args.kl == 0 else f'{args.kl} KL + CE'}, "
+                         f"w_k = exp(-(k-1)/{gamma})",
+                 "optimizer": f"AdamW lr {args.lr}, {args.warmup:.0%} warmup, cosine, clip 1.0",
+                 "batch": f"{args.batch} sequences x {n_anchors} anchors", "init": args.init,
+                 "final": str(final)}
+        info = {"name": f"smollm2-135m-dflash-b{B}" if args.target == "embedded" else out.name,
+                "layers": args.layers, "block_size": B, "mask_id": args.mask_id, "table": table,
+                "target_layer_ids": drafter.target_layer_ids, "eval": evals[-1] if evals else None}
+        log_obj = {"args": vars(args) | {"func": None}, "data": data_info, "timings": timings, "steps": step,
+                   "train_s": round(train_s, 1), "history": history, "evals": evals, "hardware": hw, "final": final}
+        export(drafter, out, model_card(info), log_obj, int(args.max_shard_mb * 2**20))
+        tmp = state_path.with_suffix(".tmp")
+        torch.save({"model": drafter.state_dict(), "opt": opt.state_dict(), "step": step, "train_s": train_s,
+                    "history": history, "evals": evals, "rng": rng.getstate(), "order": order}, tmp)
+        os.replace(tmp, state_path)
+        return time.time() - t
+
+    # --- 3. fit -------------------------------------------------------------------------------------
+    ev0 = evaluate() if eval_seqs else None
+    save_s = save()
+    timings["first_eval_s"] = ev0["seconds"] if ev0 else 0.0
+    # what the end needs: one more eval and export, with margin
+    reserve = 5 + 1.5 * (timings["first_eval_s"] + save_s)
+    train_start, train_s0, step0 = time.time(), train_s, step
+    budget = max(1.0, deadline - reserve - train_start)
+    log(f"training for {'%d steps' % args.steps if args.steps else '%.1f min' % (budget / 60)} "
+        f"(reserve {reserve:.0f}s for the final eval and export)")
+    last_save = last_eval = last_print = time.time()
+    loss_acc = torch.zeros((), device=dev)
+    hits_k, cnt_k = torch.zeros(B - 1, device=dev), torch.zeros(B - 1, device=dev)
+    n_acc = 0
+    bar = tqdm(total=args.steps or None, initial=step, disable=not sys.stderr.isatty(), dynamic_ncols=True)
+    while True:
+        now = time.time()
+        train_s = train_s0 + now - train_start
+        progress = step / args.steps if args.steps else train_s / (train_s0 + budget)
+        if progress >= 1 or now >= deadline - reserve:
+            break
+        for g in opt.param_groups:
+            g["lr"] = lr_at(progress, args.lr, args.warmup)
+        if len(order) < args.batch:
+            perm = list(range(len(seqs)))
+            rng.shuffle(perm)
+            order += perm
+        idx, order = order[:args.batch], order[args.batch:]
+        bseqs = [seqs[i] for i in idx]
+        anchors = [sorted(rng.sample(range(plens[i], len(seqs[i]) - 1), min(n_anchors, len(seqs[i]) - 1 - plens[i])))
+                   for i in idx]
+        batch = make_batch(bseqs, anchors, block_size=B, mask_id=args.mask_id, gamma=gamma)
+        for key in ("anchors", "block_ids", "position_ids", "drow", "trow", "labels", "weights", "k"):
+            batch[key] = pin(batch[key])
+        f, fin = feats.get(idx, bseqs, batch["T"])
+        try:
+            with autocast():
+                h = draft_forward(drafter, embed_w, f, batch, run_dtype())
+            H = h.shape[-1]
+            loss, hit = head_loss(h.reshape(-1, H)[batch["drow"]], fin.reshape(-1, H)[batch["trow"]],
+                                  batch["labels"], batch["weights"], W, args.kl, chunk)
+            loss.backward()
+        except RuntimeError as e:  # one shot on a lent GPU: rather fp32 than nothing if bf16 autocast breaks
+            if not amp["on"] or step > step0 or "out of memory" in str(e):
+                raise
+            log(f"bf16 autocast failed ({str(e).splitlines()[0][:200]}); continuing in fp32")
+            amp["on"] = False
+            opt.zero_grad(set_to_none=True)
+            continue
+        torch.nn.utils.clip_grad_norm_(drafter.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        step += 1
+        bar.update(1)
+        k = batch["k"] - 1
+        loss_acc += loss.detach()
+        hits_k.index_add_(0, k, hit.float())  # not bincount: that syncs with the host to size its output
+        cnt_k.index_add_(0, k, torch.ones_like(hit, dtype=torch.float))
+        n_acc += 1
+        if step % args.log_every == 0:  # the only host syncs of the loop
+            acc = (hits_k / cnt_k.clamp_min(1)).tolist()
+            rec = {"step": step, "t": round(train_s, 1), "lr": round(opt.param_groups[0]["lr"], 7),
+                   "loss": round(loss_acc.item() / n_acc, 4), "acc_by_k": [round(a, 4) for a in acc]}
+            history.append(rec)
+            bar.set_postfix(loss=rec["loss"], acc1=f"{acc[0]:.3f}", acc4=f"{acc[min(3, B - 2)]:.3f}",
+                            acc_mean=f"{sum(acc) / len(acc):.3f}")
+            loss_acc.zero_(), hits_k.zero_(), cnt_k.zero_()
+            n_acc = 0
+            if bar.disable and time.time() - last_print > 20:
+                last_print = time.time()
+                log(f"step {step} {progress:.0%} loss {rec['loss']} acc@k " + " ".join(f"{a:.2f}" for a in acc)
+                    + f" lr {rec['lr']:.2e}")
+        if eval_seqs and time.time() - last_eval > args.eval_every:
+            evaluate()
+            last_eval = time.time()
+        if time.time() - last_save > args.save_every:
+            save()
+            last_save = time.time()
+    bar.close()
+    train_s = train_s0 + time.time() - train_start
+    timings["train_s"] = round(time.time() - train_start, 1)
+    if eval_seqs:
+        evaluate()
+    timings["total_s"] = round(time.time() - t_start, 1)
+    save(final=True)
+    log(f"done: {step} steps, {train_s / 60:.1f} min of training, total {timings['total_s']}s; "
+        f"exported to {out}" + (f"; tau_sim {evals[-1]['tau_sim']}" if evals else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(build_parser().parse_args()))

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Train the embedded target's DFlash drafter on a lent GPU machine, in one shot, in under 8 minutes.
+#
+#   bash engine/train_gpu.sh            (from the repo root; the device has no network and no pip index)
+#
+# Needs: .whl/*.whl (dflash, gguf, transformers 5.15 + tokenizers 0.22.2 + regex for cp312: the image's transformers
+# 5.17 refuses to save a GGUF-loaded model, which engine/embedded.py does once), the GGUF in two
+# parts (python -m engine.split_gguf): ${PART0:-/root/gguf.part0} (copied there by an earlier call) and
+# .gpu/gguf.part1, checked against .gpu/gguf.sha256. Writes the drafter flat into $OUT (config.json,
+# model.safetensors, README.md, train_log.json), refreshed every SAVE_S seconds, so a timeout still leaves one.
+# Everything is a knob (env): TOTAL_S, PROMPTS, NEW_TOKENS, GEN_BATCH, GEN_MIN, ANCHORS, BATCH, LAYERS, BLOCK,
+# SAVE_S, EVAL_S, EXTRA (more engine.train flags), WORK (scratch folder), PYTHON.
+set -euo pipefail
+T0=$(date +%s)
+export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
+say() { echo "[gpu $(( $(date +%s) - T0 ))s] $*"; }
+PY=${PYTHON:-python3}
+OUT=${OUT:-$PWD/out/gpu-drafter}
+WORK=${WORK:-/tmp/reanchor}
+TOTAL_S=${TOTAL_S:-450}          # the whole script, setup and data generation included
+mkdir -p "$OUT" "$WORK/gguf"
+exec > >(tee -a "$OUT/run.log") 2>&1   # the whole log comes back with the drafter, even after a timeout
+
+# 1. carried wheels (PYTHONPATH puts them before the image's own packages)
+if compgen -G ".whl/*.whl" > /dev/null; then
+  $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+  export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+fi
+say "wheels: $(ls .whl 2>/dev/null | tr '\n' ' ')"
+
+# 2. the GGUF, reassembled and verified
+PART0=${PART0:-/root/gguf.part0}
+[ -f "$PART0" ] || { echo "missing $PART0: run the call that copies .gpu/gguf.part0 there first"; exit 2; }
+[ -f .gpu/gguf.part1 ] && [ -f .gpu/gguf.sha256 ] || { echo "missing .gpu/gguf.part1 or .gpu/gguf.sha256"; exit 2; }
+GGUF=$WORK/gguf/SmolLM2-135M-Instruct.Q4_1.gguf
+cat "$PART0" .gpu/gguf.part1 > "$GGUF"
+[ "$(sha256sum "$GGUF" | cut -d' ' -f1)" = "$(cut -d' ' -f1 .gpu/gguf.sha256)" ] \
+  || { echo "sha256 mismatch for the reassembled GGUF"; exit 3; }
+export REANCHOR_GGUF=$GGUF REANCHOR_CACHE=$WORK/cache
+say "gguf ok ($(du -m "$GGUF" | cut -f1) MB)"
+$PY -c "import torch, transformers, dflash, gguf; print('torch', torch.__version__, '| transformers', transformers.__version__, '| cuda', torch.cuda.is_available() and torch.cuda.get_device_name(0))
+if transformers.__version__ != '5.15.0': print('WARNING: transformers', transformers.__version__, 'is not the carried 5.15.0')"
+$PY -c "from engine.embedded import embedded_dir; print(embedded_dir())"   # dequantise once (~20-30 s)
+say "target dequantised"
+
+# 3. data + training + export in one process; it stops itself at the budget and exports every SAVE_S seconds
+LEFT=$(( TOTAL_S - ($(date +%s) - T0) ))
+[ "$LEFT" -gt 60 ] || { echo "only ${LEFT}s left for training"; exit 4; }
+set -x
+$PY -m engine.train --out "$OUT" --data "$WORK/data" --max-minutes "$(echo "$LEFT" | awk '{print ($1 - 5) / 60}')" \
+  --prompts "${PROMPTS:-16384}" --max-new-tokens "${NEW_TOKENS:-256}" --gen-batch "${GEN_BATCH:-1024}" \
+  --gen-minutes "${GEN_MIN:-2.5}" --eval-prompts 30 --layers "${LAYERS:-2}" --block-size "${BLOCK:-16}" \
+  --anchors "${ANCHORS:-64}" --batch "${BATCH:-64}" --save-every "${SAVE_S:-60}" --eval-every "${EVAL_S:-90}" \
+  --log-every 25 ${EXTRA:-}
+set +x
+say "done; $OUT holds: $(ls "$OUT" | tr '\n' ' ')"

@@ -1,0 +1,223 @@
+"""Drafter training (engine/train.py) and the prompt set (engine/prompts.py) on a tiny random Llama target.
+
+No network, no downloads, CPU only; the whole file runs in well under a minute.
+"""
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from engine import train as T
+from engine.prompts import build_prompts, heldout_prompts
+
+VOCAB, H, B, MASK = 256, 64, 4, 3
+
+
+@pytest.fixture(scope="module")
+def target():
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=VOCAB, hidden_size=H, intermediate_size=128, num_hidden_layers=4,
+                      num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=256,
+                      tie_word_embeddings=True, initializer_range=0.2,  # a head able to make peaked logits
+                      rope_parameters={"rope_type": "default", "rope_theta": 10000.0})
+    return LlamaForCausalLM(cfg).eval().requires_grad_(False)
+
+
+def drafter_for(target, **kw):
+    torch.manual_seed(1)
+    return T.make_drafter(target, num_layers=2, block_size=B, mask_id=MASK, target_layer_ids=[0, 2], **kw)
+
+
+def seqs_for(n: int, length: int, seed: int = 0) -> list[list[int]]:
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randint(4, VOCAB, (length - i,), generator=g).tolist() for i in range(n)]
+
+
+def test_block_mask_sees_only_earlier_context_and_own_block():
+    anchors = torch.tensor([[3, 7], [5, 0]])  # the second row's last anchor is padding
+    m = T.block_mask(anchors, ctx_len=10, block_size=B)
+    assert m.shape == (2, 1, 2 * B, 10 + 2 * B)
+    m = m[:, 0]
+    for b, row in enumerate(anchors.tolist()):
+        for a, p in enumerate(row):
+            for q in range(a * B, (a + 1) * B):
+                ctx = m[b, q, :10].tolist()
+                assert ctx == [j < p for j in range(10)]            # context strictly before the anchor
+                blocks = m[b, q, 10:].tolist()
+                assert blocks == [a * B <= j < (a + 1) * B for j in range(2 * B)]  # own block, both ways
+
+
+def test_batched_forward_equals_per_anchor_reference(target):
+    """The one-forward training view gives each block exactly what inference computes for it alone."""
+    drafter = drafter_for(target).eval()
+    seqs = seqs_for(2, 20)
+    anchors = [[5, 9, 14], [6, 18]]
+    batch = T.make_batch(seqs, anchors, block_size=B, mask_id=MASK, gamma=2.0)
+    feats, _ = T.Features(target, drafter.target_layer_ids, cache_gb=1).get([0, 1], seqs, batch["T"])
+    embed = target.get_input_embeddings().weight
+    with torch.no_grad():
+        h = T.draft_forward(drafter, embed, feats, batch, torch.float32)
+        for i, (s, a) in enumerate(zip(seqs, anchors)):
+            for j, p in enumerate(a):
+                block = torch.tensor([[s[p]] + [MASK] * (B - 1)])
+                ref = drafter(position_ids=torch.arange(p + B)[None], noise_embedding=F.embedding(block, embed),
+                              target_hidden=feats[i:i + 1, :p])  # the inference call: context < p, no mask
+                torch.testing.assert_close(h[i, j * B:(j + 1) * B], ref[0], atol=1e-5, rtol=1e-4)
+
+
+def test_rows_labels_and_weights():
+    seqs = [[10, 11, 12, 13, 14, 15, 16]]
+    batch = T.make_batch(seqs, [[2, 5]], block_size=B, mask_id=MASK, gamma=2.0)
+    # anchor 2 predicts x3..x5 (k=1..3); anchor 5 only x6 (k=1), the rest is past the end
+    assert batch["labels"].tolist() == [13, 14, 15, 16]
+    assert batch["k"].tolist() == [1, 2, 3, 1]
+    assert batch["trow"].tolist() == [2, 3, 4, 5]                 # target state at p+k-1
+    assert batch["drow"].tolist() == [1, 2, 3, B + 1]
+    assert batch["block_ids"].tolist() == [[12, MASK, MASK, MASK, 15, MASK, MASK, MASK]]
+    w = torch.exp(-(batch["k"] - 1).float() / 2.0)
+    torch.testing.assert_close(batch["weights"], w / w.sum())
+
+
+@pytest.mark.parametrize("kl", [0.0, 0.5, 1.0])
+def test_head_loss_value_and_gradient_match_autograd(target, kl):
+    torch.manual_seed(0)
+    W = target.get_output_embeddings().weight
+    hd = torch.randn(7, H, requires_grad=True)
+    ht, labels = torch.randn(7, H), torch.randint(0, VOCAB, (7,))
+    w = torch.rand(7)
+    w = w / w.sum()
+    loss, hit = T.head_loss(hd, ht, labels, w, W, kl=kl, chunk=3)
+    loss.backward()
+    ref_h = hd.detach().clone().requires_grad_(True)
+    logp = F.log_softmax(ref_h @ W.T, -1)
+    q = kl * F.softmax(ht @ W.T, -1) + (1 - kl) * F.one_hot(labels, VOCAB)
+    ref = (-(q * logp).sum(-1) * w).sum()
+    ref.backward()
+    torch.testing.assert_close(loss.detach(), ref.detach())
+    torch.testing.assert_close(hd.grad, ref_h.grad, atol=1e-6, rtol=1e-4)
+    assert hit.tolist() == ((ref_h @ W.T).argmax(-1) == (ht @ W.T).argmax(-1)).tolist()
+
+
+def test_loss_decreases_when_overfitting(target):
+    drafter = drafter_for(target).train()
+    seqs = seqs_for(2, 24, seed=3)
+    feats = T.Features(target, drafter.target_layer_ids, cache_gb=1)
+    W, embed = target.get_output_embeddings().weight, target.get_input_embeddings().weight
+    opt = torch.optim.AdamW(drafter.parameters(), lr=1e-2)
+    anchors = [list(range(4, 22, 2)), list(range(5, 21, 3))]
+    losses = []
+    for _ in range(30):
+        batch = T.make_batch(seqs, anchors, block_size=B, mask_id=MASK, gamma=2.0)
+        f, fin = feats.get([0, 1], seqs, batch["T"])
+        h = T.draft_forward(drafter, embed, f, batch, torch.float32).reshape(-1, H)
+        loss, _ = T.head_loss(h[batch["drow"]], fin.reshape(-1, H)[batch["trow"]], batch["labels"],
+                              batch["weights"], W, kl=0.0, chunk=64)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        losses.append(loss.item())
+    assert losses[-1] < 0.2 * losses[0], losses
+
+
+def test_init_from_target_copies_top_layers(target):
+    drafter = drafter_for(target)
+    copied = T.init_from_target(drafter, target)
+    assert len(copied) == 2 * 9 + 1
+    torch.testing.assert_close(drafter.layers[1].mlp.up_proj.weight, target.model.layers[3].mlp.up_proj.weight)
+    torch.testing.assert_close(drafter.layers[0].self_attn.k_proj.weight, target.model.layers[2].self_attn.k_proj.weight)
+    assert torch.equal(drafter.fc.weight[:, H:], torch.eye(H)) and not drafter.fc.weight[:, :H].any()
+    assert torch.equal(drafter.layers[0].self_attn.q_norm.weight, torch.ones(16))
+    assert torch.equal(drafter.norm.weight, target.model.norm.weight)
+
+
+def test_export_loads_with_dflash(tmp_path, target):
+    from dflash import DFlashDraftModel
+
+    drafter = drafter_for(target)
+    out = tmp_path / "drafter"
+    T.export(drafter, out, "# card\n", {"steps": 0}, max_shard=15 * 2**20)
+    assert sorted(p.name for p in out.iterdir()) == ["README.md", "config.json", "model.safetensors", "train_log.json"]
+    cfg = json.loads((out / "config.json").read_text())
+    assert cfg["block_size"] == B and cfg["num_target_layers"] == 4 and cfg["dtype"] == "bfloat16"
+    assert cfg["dflash_config"] == {"mask_token_id": MASK, "target_layer_ids": [0, 2]}
+    loaded = DFlashDraftModel.from_pretrained(out)
+    assert loaded.block_size == B and loaded.mask_token_id == MASK and loaded.target_layer_ids == [0, 2]
+    assert next(loaded.parameters()).dtype == torch.bfloat16
+    torch.testing.assert_close(loaded.fc.weight, drafter.fc.weight.to(torch.bfloat16))
+    T.export(drafter, out, "# card\n", {"steps": 1}, max_shard=15 * 2**20)  # re-export in place
+    assert json.loads((out / "train_log.json").read_text())["steps"] == 1
+
+
+def test_replay_rounds():
+    # response positions 10..19; accepted drafts per anchor position
+    acc = [2, 0, 0, 5, 0, 0, 0, 0, 0, 0]
+    assert T.replay_rounds(acc, 10, 20) == [3, 6]   # anchors 10 -> 13 -> 19 (the last token: done)
+    assert T.replay_rounds([0] * 5, 3, 8) == [1, 1, 1, 1]
+
+
+def test_eval_tau_runs(target):
+    drafter = drafter_for(target)
+    feats = T.Features(target, drafter.target_layer_ids, cache_gb=1)
+    seqs = [(s, 6) for s in seqs_for(2, 16, seed=5)]
+    r = T.eval_tau(drafter, feats, seqs, W=target.get_output_embeddings().weight,
+                   embed_w=target.get_input_embeddings().weight, dtype=torch.float32,
+                   autocast=lambda: torch.autocast("cpu", enabled=False), anchors_per_forward=4)
+    assert r["prompts"] == 2 and r["tau_sim"] >= 1.0 and len(r["accept_rate_by_depth"]) == B - 1
+
+
+def test_lr_schedule():
+    assert T.lr_at(0.02, 1.0, 0.04) == pytest.approx(0.5)
+    assert T.lr_at(0.04, 1.0, 0.04) == pytest.approx(1.0)
+    assert T.lr_at(1.0, 1.0, 0.04) == pytest.approx(0.0, abs=1e-12)
+
+
+def test_cli_parsers():
+    import argparse
+
+    args = T.build_parser().parse_args(["--prompts", "16", "--block-size", "8", "--max-minutes", "0.5"])
+    assert args.prompts == 16 and args.block_size == 8 and args.kl == 1.0
+    sub = argparse.ArgumentParser().add_subparsers(dest="cmd")
+    T.add_train_args(sub)
+
+
+def test_prompts_deterministic_distinct_and_plenty():
+    a = build_prompts(6500, seed=0)
+    assert a == build_prompts(6500, seed=0)
+    assert len(set(a)) == 6500 and all(p.strip() for p in a)
+    assert build_prompts(50, seed=0) == a[:50]          # a prefix: more prompts never move earlier ones
+    assert build_prompts(200, seed=1) != a[:200]
+    held = heldout_prompts(30, a)
+    assert len(held) == 30 and not set(held) & set(a)
+    kinds = sum(p.startswith(("Write a Python", "Implement a function in Python")) for p in a)
+    assert kinds > 300  # code tasks are a real share of the mix
+
+
+class _Tok:
+    """Just enough of a tokenizer for generate_shards: a chat template and ids in the tiny vocabulary."""
+
+    def apply_chat_template(self, messages, tokenize=False, add_generation_prompt=True):
+        return "<user>" + messages[0]["content"] + "<assistant>"
+
+    def __call__(self, text, add_special_tokens=False):
+        return {"input_ids": [4 + ord(c) % 200 for c in text[:10 + len(text) % 7]]}
+
+
+def test_generate_shards_resume_and_mix(tmp_path, target):
+    prompts = build_prompts(6, seed=0)
+    kw = dict(shard_size=2, batch_size=2, max_new_tokens=5, sample_frac=0.5, temperature=0.7, seed=0)
+    T.generate_shards(target, _Tok(), prompts, tmp_path, "train", deadline=float("inf"), **kw)
+    files = sorted(p.name for p in tmp_path.iterdir())
+    assert files == ["train-00000.jsonl", "train-00001.jsonl", "train-00002.jsonl"]
+    recs = T.load_shards(tmp_path, "train")
+    assert [r["i"] for r in recs] == list(range(6)) and [r["prompt"] for r in recs] == prompts
+    assert [r["temperature"] for r in recs] == [0.0, 0.0, 0.7, 0.7, 0.0, 0.0]  # whole shards, alternating
+    assert all(1 <= len(r["response_ids"]) <= 5 for r in recs)
+    first = (tmp_path / "train-00001.jsonl").read_text()
+    (tmp_path / "train-00002.jsonl").unlink()
+    T.generate_shards(target, _Tok(), prompts, tmp_path, "train", deadline=float("inf"), **kw)  # resume
+    assert (tmp_path / "train-00001.jsonl").read_text() == first and (tmp_path / "train-00002.jsonl").exists()
