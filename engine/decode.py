@@ -350,7 +350,7 @@ class Engine:
         if self._budget is None:
             from .cost import Budget
             self._budget = Budget.profile(self)
-        return self._budget.fresh() if hasattr(self._budget, "fresh") else self._budget
+        return self._budget.fresh()  # shared hardware profile, per-run acceptance estimates
 
     # -- the two model calls -----------------------------------------------------------------
     def sync_time(self) -> float:

@@ -1,0 +1,1 @@
+"""ReAnchor Explorer web app: python -m app."""

@@ -1,0 +1,59 @@
+"""python -m app: the ReAnchor Explorer web app (local, offline).
+
+Binds 127.0.0.1 by default; analytics, share links, web fonts and hub lookups are off. The UI comes
+up at once and loads the models in a background thread (the status line shows progress).
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+
+# Offline before gradio / transformers / huggingface_hub are imported.
+for key, value in (("GRADIO_ANALYTICS_ENABLED", "False"), ("HF_HUB_OFFLINE", "1"), ("TRANSFORMERS_OFFLINE", "1"),
+                   ("HF_HUB_DISABLE_TELEMETRY", "1"), ("DO_NOT_TRACK", "1"), ("GRADIO_SSR_MODE", "False")):
+    os.environ.setdefault(key, value)
+
+QUEUE_MAX = 16  # waiting events across sessions; more are refused with a "queue full" message
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m app", description=__doc__)
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
+    p.add_argument("--port", type=int, default=7860)
+    p.add_argument("--target", default=None, help="'embedded' (default), a model folder or a cached hub id")
+    p.add_argument("--drafter", default=None, help="'default', 'random', a folder or a cached hub id")
+    p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N")
+    p.add_argument("--dtype", default="auto")
+    p.add_argument("--no-model", action="store_true", help="replay traces only; load no model")
+    p.add_argument("--queue-size", type=int, default=QUEUE_MAX)
+    return p.parse_args(argv)
+
+
+def launch(args: argparse.Namespace, block: bool = True):
+    from .loader import ModelLoader
+    from .ui import CSS, build_ui, theme
+
+    loader = ModelLoader(args.target, args.drafter, args.device, args.dtype, enabled=not args.no_model).start()
+    demo = build_ui(loader)
+    demo.queue(max_size=args.queue_size, default_concurrency_limit=8)
+    demo.launch(server_name=args.host, server_port=args.port, share=False, inbrowser=False, show_error=False,
+                ssr_mode=False, max_file_size="20mb", theme=theme(), css=CSS, footer_links=[],
+                enable_monitoring=False, mcp_server=False, prevent_thread_lock=not block, quiet=False,
+                state_session_capacity=200)
+    return demo, loader
+
+
+def main(argv=None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    args = parse_args(argv)
+    if not 0 < args.port < 65536:
+        print(f"error: port: {args.port} is not a port number", file=sys.stderr)
+        return 2
+    launch(args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

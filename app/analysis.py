@@ -1,0 +1,81 @@
+"""The Analyses tab's adapter over engine.analyses (pure functions over traces).
+
+The app calls the engine's functions by name; a function the engine does not offer, or one that
+fails on a trace, shows up as a message instead of breaking the tab.
+"""
+from __future__ import annotations
+
+import importlib
+
+from . import plots
+
+NAMES = ("acceptance_histogram", "full_block_share", "post_rejection_agreement", "alignment_stats",
+         "earliest_win_rate", "gain_by_offset")
+
+
+def _module():
+    try:
+        return importlib.import_module("engine.analyses")
+    except ImportError:
+        return None
+
+
+def compute(trace: dict) -> dict:
+    """{name: result} for every analysis; a missing or failing one gives {"unavailable": reason}."""
+    mod = _module()
+    out = {}
+    for name in NAMES:
+        fn = getattr(mod, name, None) if mod else None
+        if fn is None:
+            out[name] = {"unavailable": "engine.analyses does not offer it yet"}
+            continue
+        try:
+            out[name] = jsonable(fn(trace))
+        except Exception as e:  # a partial or odd trace must not break the tab
+            out[name] = {"unavailable": f"{type(e).__name__}: {e}"}
+    rule = (trace.get("config") or {}).get("rule")
+    if rule != "all" and isinstance(out.get("earliest_win_rate"), dict):
+        out["earliest_win_rate"] = {"note": "meaningful when the rule 'all' ran", **out["earliest_win_rate"]}
+    return out
+
+
+def jsonable(obj):
+    """Plain JSON values (dict keys as strings) for gr.JSON."""
+    if isinstance(obj, dict):
+        return {str(k): jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [jsonable(v) for v in obj]
+    if isinstance(obj, float) and obj != obj:
+        return None
+    return obj
+
+
+def _numeric_items(obj) -> list[tuple[str, float]]:
+    if not isinstance(obj, dict):
+        return []
+    items = []
+    for k, v in obj.items():
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            items.append((str(k), float(v)))
+    return items
+
+
+def figures(results: dict):
+    """(acceptance histogram figure, accepted gain by offset figure)."""
+    hist = _numeric_items(results.get("acceptance_histogram"))
+    if hist:
+        hist.sort(key=lambda kv: float(kv[0]) if kv[0].lstrip("-").isdigit() else 0)
+        h = plots.bar_figure([k for k, _ in hist], [v for _, v in hist], "acceptance length (accepted + bonus)",
+                             "acceptance length", "rounds")
+    else:
+        h = plots.empty_figure("no histogram")
+    gain = results.get("gain_by_offset")
+    by_d = _numeric_items(gain.get("by_d") if isinstance(gain, dict) else None)
+    if by_d:
+        by_d.sort(key=lambda kv: int(kv[0]) if kv[0].isdigit() else 0)
+        g = plots.bar_figure([f"d={k}" for k, _ in by_d], [v for _, v in by_d],
+                             "accepted drafts gained, by shifted offset d", "offset", "tokens",
+                             color=plots.D_COLORS[0])
+    else:
+        g = plots.empty_figure("no shifted gain in this run")
+    return h, g

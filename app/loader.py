@@ -1,0 +1,64 @@
+"""Loading the models in a background thread, so the UI is up (and shows progress) meanwhile."""
+from __future__ import annotations
+
+import threading
+import time
+import traceback
+
+
+class ModelLoader:
+    """Holds the shared, read-only Engine once loaded; no per-run state lives here."""
+
+    def __init__(self, target: str | None = None, drafter: str | None = None, device: str = "auto",
+                 dtype: str = "auto", enabled: bool = True):
+        self.args = dict(target=target, drafter=drafter, device=device, dtype=dtype)
+        self.enabled = enabled
+        self.engine = None
+        self.error: str | None = None
+        self.started = None
+        self.loaded_s: float | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> "ModelLoader":
+        if self.enabled and self._thread is None:
+            self.started = time.monotonic()
+            self._thread = threading.Thread(target=self._load, name="model-loader", daemon=True)
+            self._thread.start()
+        return self
+
+    def _load(self) -> None:
+        try:
+            from engine.decode import Engine
+            from engine.models import load_models
+
+            self.engine = Engine(load_models(**self.args))
+            self.loaded_s = time.monotonic() - self.started
+        except Exception as e:  # InputError (bad --target / --drafter) and anything else
+            self.error = str(e).splitlines()[0] if str(e) else type(e).__name__
+            traceback.print_exc()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        if self._thread is not None:
+            self._thread.join(timeout)
+        return self.ready
+
+    @property
+    def ready(self) -> bool:
+        return self.engine is not None
+
+    @property
+    def loading(self) -> bool:
+        return self.enabled and not self.ready and self.error is None
+
+    def status(self) -> str:
+        if not self.enabled:
+            return "replay only: no model loaded (--no-model); load a trace to explore it"
+        if self.error:
+            return f"model loading failed: {self.error}"
+        if self.ready:
+            m = self.engine.models
+            return (f"ready: target {m.target_name}, drafter {m.drafter_name}, {m.device}, "
+                    f"{str(m.dtype).replace('torch.', '')} (loaded in {self.loaded_s:.1f} s)")
+        t = time.monotonic() - self.started if self.started else 0.0
+        return (f"loading models… {t:.0f} s (the first start de-quantises the embedded model, ~25 s); "
+                "example traces can be explored meanwhile")

@@ -1,0 +1,55 @@
+"""Record the example traces shown before anything runs: python -m app.make_traces [--out assets/traces].
+
+Uses the engine's default models (the embedded target and its default drafter) unless told otherwise.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+PROMPTS = [
+    ("code-fibonacci", "Write a Python function that returns the n-th Fibonacci number iteratively.", 96),
+    ("math-speed", "A train travels 180 km in 2.5 hours. What is its average speed in km/h? Explain step by step.", 80),
+    ("chat-focus", "Give me three tips for staying focused while working from home.", 64),
+]
+
+
+def main(argv=None) -> int:
+    from .session import REPO, TRACES_DIR
+
+    p = argparse.ArgumentParser(prog="python -m app.make_traces", description=__doc__)
+    p.add_argument("--out", default=str(TRACES_DIR))
+    p.add_argument("--target", default=None)
+    p.add_argument("--drafter", default=None)
+    p.add_argument("--mode", default="reanchor")
+    p.add_argument("--rule", default="earliest")
+    a = p.parse_args(argv)
+
+    from engine.decode import DecodeConfig, Engine
+    from engine.models import load_models
+    from engine.trace import load_trace, save_trace
+
+    eng = Engine(load_models(a.target, a.drafter))
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    for name, prompt, n in PROMPTS:
+        trace = eng.generate(prompt, DecodeConfig(mode=a.mode, rule=a.rule, max_new_tokens=n))
+        for key in ("target", "drafter"):  # repository paths stored relative (the traces are committed)
+            value = str(trace["config"].get(key) or "")
+            if value.startswith(str(REPO) + os.sep):
+                trace["config"][key] = os.path.relpath(value, REPO)
+        path = out / f"{name}-{a.mode}.json"
+        save_trace(path, trace)
+        load_trace(path)  # validates
+        s = trace["stats"]
+        print(f"{path}: {s['rounds']} rounds, tau {s['tau']:.2f}, {os.path.getsize(path) / 1024:.0f} KiB")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,297 @@
+"""Pure Plotly figure builders: a figure is a function of round records (+ the token_texts map) only.
+
+Every token string placed in a figure goes through app.tokentext (escaped, whitespace visible); layout
+strings are our own. Figures carry no template (template "none") to keep the JSON small.
+"""
+from __future__ import annotations
+
+import networkx as nx
+import plotly.graph_objects as go
+
+from . import records
+from .tokentext import tok_cell, tok_full
+
+BASE_COLOR = "#3b6fd4"
+SHARED_COLOR = "#7b5fc7"
+BONUS_COLOR = "#e0a100"
+GREY = "#c9ccd1"
+ACCEPT_COLOR = "#1a9e50"
+# One colour per shifted offset d (cycled): distinct from the baseline blue.
+D_COLORS = ["#e4572e", "#17a398", "#c44fa0", "#8a6d1d", "#f08c2b", "#4f9d2d", "#d1495b", "#2e86ab"]
+EXT_FILL = "rgba(240,180,0,0.10)"
+MAX_CELL_TEXTS = 160  # labelled grid cells per figure (discarded blocks: hover only)
+FONT = dict(family="system-ui, -apple-system, 'Segoe UI', Roboto, 'DejaVu Sans', sans-serif", size=11)
+
+
+def d_color(d: int) -> str:
+    return D_COLORS[(int(d) - 1) % len(D_COLORS)]
+
+
+def category_color(cat: str) -> str:
+    if cat == "baseline":
+        return BASE_COLOR
+    if cat == "shared":
+        return SHARED_COLOR
+    if cat == "bonus":
+        return BONUS_COLOR
+    if cat.startswith("d"):
+        return d_color(int(cat[1:]))
+    return GREY
+
+
+def _r(v: float) -> float:
+    return round(float(v), 2)
+
+
+def _path_label(rec: dict, i: int) -> str:
+    p = rec["paths"][i]
+    src = int(p["source"])
+    if src == 0:
+        return "g(0)"
+    return f"g({src})@{p['site']}" if p.get("site") is not None else f"g({src})"
+
+
+# ---------------------------------------------------------------- round figure: alignment grid + trie
+
+def _grid_rows(rec: dict) -> list[dict]:
+    """Rows of the alignment grid: the baseline, then every shifted block at its placement."""
+    rows = [{"label": "g(0)", "tokens": list(rec["baseline"]), "start": 0, "kind": "baseline", "d": 0,
+             "sites": [], "chosen": None, "attached": []}]
+    for s in rec.get("shifted", []):
+        d = int(s["d"])
+        chosen = s.get("chosen")
+        attached = list(s.get("attached") or ([] if chosen is None else [chosen]))
+        start = int(chosen) if chosen is not None else d
+        if chosen is None:
+            label = f"g({d}) ✗"
+        elif len(attached) > 1:
+            label = f"g({d}) @{chosen}+{len(attached) - 1}"
+        else:
+            label = f"g({d}) @{chosen}"
+        rows.append({"label": label, "tokens": list(s["tokens"]), "start": start,
+                     "kind": "shifted" if chosen is not None else "discarded", "d": d,
+                     "sites": [int(t) for t in s.get("sites", [])], "chosen": chosen, "attached": attached})
+    return rows
+
+
+def _trie_layout(rec: dict) -> tuple[list[float], int]:
+    """y slot of every trie node: depth-first, children ordered by their first path (baseline first),
+    a parent sits on the row of its first child, so the baseline path is a straight line at y=0."""
+    trie = rec["trie"]
+    parents = trie["parents"]
+    prov = trie["provenance"]
+    g = nx.DiGraph()
+    g.add_nodes_from(range(len(parents)))
+    g.add_edges_from((p, i) for i, p in enumerate(parents) if p is not None and p >= 0)
+    y = [0.0] * len(parents)
+    slot = 0
+
+    def first_path(n: int) -> int:
+        return min(prov[n]) if prov[n] else 1 << 30
+
+    roots = [n for n in g.nodes if g.in_degree(n) == 0]
+    stack = [(n, False) for n in sorted(roots, key=first_path, reverse=True)]
+    while stack:  # iterative post-order (tries can be deep)
+        n, done = stack.pop()
+        kids = sorted(g.successors(n), key=first_path)
+        if done:
+            y[n] = y[kids[0]] if kids else y[n]
+            continue
+        if not kids:
+            y[n] = float(slot)
+            slot += 1
+            continue
+        stack.append((n, True))
+        stack.extend((k, False) for k in reversed(kids))
+    return y, max(slot, 1)
+
+
+def _fig(data: list[dict], layout: dict) -> go.Figure:
+    """A Figure from plain dicts, skipping Plotly's per-property validation (the slow part)."""
+    return go.Figure({"data": data, "layout": layout}, _validate=False)
+
+
+def round_figure(rec: dict, token_texts: dict, title: str | None = None) -> go.Figure:
+    """One round: (a) alignment grid of g(0) and every g(d) at its attachment site, (b) the merged trie.
+
+    Both rows share the x axis: absolute position anchor_pos + depth. Token text travels in data
+    arrays only (text / customdata), never inside a template string.
+    """
+    s = int(rec["anchor_pos"])
+    L = int(rec.get("block_size") or len(rec["baseline"]))
+    rows = _grid_rows(rec)
+    trie = rec["trie"]
+    depths = [int(d) for d in trie["depths"]]
+    parents = trie["parents"]
+    acc_nodes = [int(n) for n in rec.get("accepted_nodes", [0])]
+    acc_set = set(acc_nodes)
+    a = int(rec.get("accepted", len(acc_nodes) - 1))
+    bonus = rec.get("bonus")
+    show_bonus = bonus is not None and len(rec.get("new_tokens", [])) > a  # not cut by a stop / max tokens
+    max_depth = max([r["start"] + len(r["tokens"]) - 1 for r in rows] + depths + [a + 1])
+    xs = list(range(s, s + max_depth + 1))
+    n_rows = len(rows)
+    labels = [r["label"] for r in rows]
+
+    # (a) the grid: one heatmap, z = colour code, text = visible token (cut), customdata = full token if cut
+    n_codes = 2 + len(D_COLORS)
+    z, text, full = [], [], []
+    budget = MAX_CELL_TEXTS  # cell labels are the costly part of drawing (SVG text measuring)
+    for r in rows:
+        zr, tr, fr = [None] * len(xs), [""] * len(xs), [""] * len(xs)
+        code = 0 if r["kind"] == "baseline" else 1 if r["kind"] == "discarded" else 2 + (r["d"] - 1) % len(D_COLORS)
+        labelled = r["kind"] != "discarded" and budget >= len(r["tokens"])
+        if labelled:
+            budget -= len(r["tokens"])
+        for j, tok in enumerate(r["tokens"]):
+            k = r["start"] + j
+            if 0 <= k < len(xs):
+                zr[k] = code + 0.5  # centre of colour band `code` on [0, n_codes]
+                cell = tok_cell(token_texts, tok)
+                if labelled:
+                    tr[k] = cell
+                if not labelled or cell.endswith("…"):
+                    fr[k] = tok_full(token_texts, tok)
+        z.append(zr)
+        text.append(tr)
+        full.append(fr)
+    scale = []
+    for i, c in enumerate([BASE_COLOR, GREY] + D_COLORS):
+        scale += [[i / n_codes, c], [(i + 1) / n_codes, c]]
+    data = [{"type": "heatmap", "x": xs, "y": labels, "z": z, "text": text, "customdata": full,
+             "texttemplate": "%{text}", "hovertemplate": "%{y} · pos %{x}: %{text}%{customdata}<extra></extra>",
+             "colorscale": scale, "zmin": 0, "zmax": n_codes, "showscale": False, "xgap": 2, "ygap": 2,
+             "textfont": {"size": 10, "color": "white"}, "name": "blocks", "xaxis": "x", "yaxis": "y"}]
+
+    # matching sites (open markers), chosen site emphasised
+    sx, sy, ssym, ssize, shov = [], [], [], [], []
+    for r in rows:
+        for t in r["sites"]:
+            chosen = r["chosen"] is not None and t == int(r["chosen"])
+            attached = t in r["attached"]
+            sx.append(s + t)
+            sy.append(r["label"])
+            ssym.append("square-open" if chosen else "diamond-open" if attached else "circle-open")
+            ssize.append(20 if chosen else 15 if attached else 11)
+            note = " · chosen" if chosen else " · attached" if attached else ""
+            shov.append(f"g({r['d']})[0] = g(0)[{t}]{note}")
+    if sx:
+        data.append({"type": "scatter", "x": sx, "y": sy, "mode": "markers", "hovertext": shov,
+                     "hoverinfo": "text", "name": "matching site", "xaxis": "x", "yaxis": "y",
+                     "marker": {"symbol": ssym, "size": ssize, "color": "#111", "line": {"width": 2}}})
+
+    # (b) the trie: edges, accepted path, nodes by provenance, bonus
+    trie_y, n_slots = _trie_layout(rec)
+    ex, ey = [], []
+    for i, p in enumerate(parents):
+        if p is not None and p >= 0:
+            ex += [s + depths[p], s + depths[i], None]
+            ey += [trie_y[p], trie_y[i], None]
+    data.append({"type": "scatter", "x": ex, "y": ey, "mode": "lines", "line": {"color": "#aab", "width": 1},
+                 "hoverinfo": "skip", "showlegend": False, "xaxis": "x2", "yaxis": "y2"})
+    ax = [s + depths[n] for n in acc_nodes] + ([s + a + 1] if show_bonus else [])
+    ay = [trie_y[n] for n in acc_nodes] + ([trie_y[acc_nodes[-1]]] if show_bonus else [])
+    data.append({"type": "scatter", "x": ax, "y": ay, "mode": "lines", "name": "accepted path", "opacity": 0.55,
+                 "line": {"color": ACCEPT_COLOR, "width": 5}, "hoverinfo": "skip", "xaxis": "x2", "yaxis": "y2"})
+
+    srcs = records.node_sources(rec)
+    top1 = rec.get("target_top1") or []
+    many = len(parents) > 64  # label only accepted nodes in big tries (payload, legibility)
+    groups: dict[str, list[int]] = {}
+    for i in range(len(parents)):
+        groups.setdefault(records.node_category(srcs[i]), []).append(i)
+    order = sorted(groups, key=lambda c: (c != "baseline", c != "shared", int(c[1:]) if c[0] == "d" else 0))
+    for cat in order:
+        nodes = groups[cat]
+        cd = []
+        for i in nodes:
+            prov = trie["provenance"][i]
+            paths = ", ".join(_path_label(rec, p) for p in prov[:6]) + (f" +{len(prov) - 6}" if len(prov) > 6 else "")
+            cd.append([i, tok_full(token_texts, trie["tokens"][i]),
+                       tok_full(token_texts, top1[i]) if i < len(top1) else "?", paths,
+                       " · accepted" if i in acc_set else ""])
+        name = {"baseline": "baseline g(0)", "shared": "shared"}.get(cat, f"g({cat[1:]}) only")
+        data.append({
+            "type": "scatter", "x": [s + depths[i] for i in nodes], "y": [trie_y[i] for i in nodes],
+            "mode": "markers+text", "name": name, "xaxis": "x2", "yaxis": "y2", "customdata": cd,
+            "text": [tok_cell(token_texts, trie["tokens"][i], 6) if (i in acc_set or not many) else ""
+                     for i in nodes],
+            "textposition": "top center", "textfont": {"size": 9},
+            "hovertemplate": "node %{customdata[0]} · pos %{x}: %{customdata[1]}%{customdata[4]}"
+                             "<br>target top-1: %{customdata[2]}<br>paths: %{customdata[3]}<extra></extra>",
+            "marker": {"size": [13 if i in acc_set else 9 for i in nodes], "color": category_color(cat),
+                       "line": {"width": [2.5 if i in acc_set else 0 for i in nodes], "color": ACCEPT_COLOR}}})
+    if show_bonus:
+        data.append({"type": "scatter", "x": [s + a + 1], "y": [trie_y[acc_nodes[-1]]], "mode": "markers+text",
+                     "name": "bonus", "text": [tok_cell(token_texts, bonus, 6)], "textposition": "top center",
+                     "textfont": {"size": 9}, "customdata": [tok_full(token_texts, bonus)],
+                     "hovertemplate": "bonus (target) · pos %{x}: %{customdata}<extra></extra>",
+                     "xaxis": "x2", "yaxis": "y2",
+                     "marker": {"symbol": "star", "size": 15, "color": BONUS_COLOR,
+                                "line": {"width": 1, "color": "#333"}}})
+
+    grid_h = 22 * n_rows + 20
+    trie_h = 26 * n_slots + 30
+    gap = 0.06 if n_rows > 3 else 0.1
+    h1 = (1 - gap) * grid_h / (grid_h + trie_h)
+    shapes = [{"type": "rect", "xref": "x2", "yref": "paper", "x0": s + L - 0.5, "x1": s + max_depth + 0.5,
+               "y0": 0, "y1": 1, "fillcolor": EXT_FILL, "line": {"width": 0}, "layer": "below"}]
+    annotations = []
+    if max_depth >= L:
+        annotations.append({"x": s + L - 0.4, "y": 1.0, "xref": "x2", "yref": "paper", "text": "extension →",
+                            "showarrow": False, "xanchor": "left", "yanchor": "bottom",
+                            "font": {"size": 10, "color": "#a07800"}})
+    head = title or (f"round {rec['round']} · anchor @ {s} · accepted {a}"
+                     f" ({records.baseline_alone(rec)} baseline-alone) · {len(parents)} trie nodes")
+    layout = {
+        "template": "none", "font": FONT, "height": 90 + grid_h + trie_h,
+        "margin": {"l": 90, "r": 10, "t": 34, "b": 40}, "title": {"text": head, "x": 0.01, "font": {"size": 13}},
+        "showlegend": False,  # a Plotly legend costs ~45 ms per draw: the page shows FIGURE_LEGEND instead
+        "hoverlabel": {"font": {"family": "ui-monospace, 'DejaVu Sans Mono', monospace", "size": 11}},
+        "plot_bgcolor": "white", "paper_bgcolor": "white", "uirevision": "round",
+        "xaxis": {"anchor": "y", "matches": "x2", "showticklabels": False, "showgrid": False, "zeroline": False},
+        "xaxis2": {"anchor": "y2", "title": {"text": "position"}, "dtick": 1 if max_depth < 24 else 2,
+                   "showgrid": False, "zeroline": False},
+        "yaxis": {"domain": [1 - h1, 1], "type": "category", "autorange": "reversed", "showgrid": False,
+                  "zeroline": False},
+        "yaxis2": {"domain": [0, 1 - h1 - gap], "range": [n_slots - 0.5, -0.8], "showticklabels": False,
+                   "showgrid": False, "zeroline": False},
+        "shapes": shapes, "annotations": annotations,
+    }
+    return _fig(data, layout)
+
+
+# ---------------------------------------------------------------- run-level figures
+
+def timeline_figure(rounds: list[dict], title: str = "accepted length per round") -> go.Figure:
+    """Stacked bars per round: baseline-alone drafts, shifted gain, bonus."""
+    parts = [records.round_lengths(r) for r in rounds]
+    x = list(range(len(rounds)))
+    fig = go.Figure()
+    for key, name, color in (("baseline", "baseline alone", BASE_COLOR), ("shifted", "shifted gain", D_COLORS[0]),
+                             ("bonus", "bonus", BONUS_COLOR)):
+        fig.add_trace(go.Bar(x=x, y=[p[key] for p in parts], name=name, marker_color=color,
+                             hovertemplate=f"round %{{x}}: %{{y}} {name}<extra></extra>"))
+    fig.update_layout(template="none", font=FONT, barmode="stack", height=230, bargap=0.1,
+                      margin=dict(l=40, r=10, t=36, b=36), title=dict(text=title, x=0.01, font=dict(size=13)),
+                      xaxis=dict(title_text="round"), yaxis=dict(title_text="tokens"),
+                      legend=dict(orientation="h", x=1, xanchor="right", y=1.02, yanchor="bottom"),
+                      plot_bgcolor="white", paper_bgcolor="white")
+    return fig
+
+
+def bar_figure(xs: list, ys: list, title: str, xtitle: str, ytitle: str, color: str = BASE_COLOR) -> go.Figure:
+    fig = go.Figure(go.Bar(x=list(xs), y=list(ys), marker_color=color))
+    fig.update_layout(template="none", font=FONT, height=240, margin=dict(l=45, r=10, t=36, b=40),
+                      title=dict(text=title, x=0.01, font=dict(size=13)), xaxis=dict(title_text=xtitle),
+                      yaxis=dict(title_text=ytitle), plot_bgcolor="white", paper_bgcolor="white")
+    return fig
+
+
+def empty_figure(message: str = "no round yet", height: int = 220) -> go.Figure:
+    fig = go.Figure()
+    fig.update_layout(template="none", font=FONT, height=height, margin=dict(l=10, r=10, t=10, b=10),
+                      xaxis=dict(visible=False), yaxis=dict(visible=False),
+                      annotations=[dict(text=message, showarrow=False, x=0.5, y=0.5, xref="paper",
+                                        yref="paper", font=dict(size=13, color="#888"))])
+    return fig

@@ -1,0 +1,128 @@
+"""Escaped HTML for the streaming text (coloured by provenance) and the metrics strip."""
+from __future__ import annotations
+
+from . import records
+from .plots import BASE_COLOR, BONUS_COLOR, D_COLORS, SHARED_COLOR
+from .tokentext import escape, piece, text_html
+
+PROMPT_TAIL = 600  # prompt tokens shown (the rest is elided)
+
+CSS = (
+    ".rx-text{white-space:pre-wrap;font-family:ui-monospace,'DejaVu Sans Mono',Menlo,Consolas,monospace;"
+    "font-size:13px;line-height:1.55;max-height:460px;overflow-y:auto;padding:8px;border:1px solid #ddd;"
+    "border-radius:6px;background:#fff;color:#222}"
+    ".rx-text span[data-r]{cursor:pointer;border-radius:2px}"
+    ".rx-text span[data-r]:hover{outline:1px solid #333}"
+    ".rx-text .sel{outline:2px solid #111}"
+    ".rx-p{color:#8a8f98}"
+    f".rx-b{{background:{BASE_COLOR}22}}"
+    f".rx-x{{background:{BONUS_COLOR}55}}"
+    + "".join(f".rx-s{i}{{background:{c}44}}" for i, c in enumerate(D_COLORS))
+    + ".rx-legend span{display:inline-block;padding:1px 6px;margin-right:6px;border-radius:3px;font-size:12px}"
+    ".rx-metrics{display:flex;flex-wrap:wrap;gap:6px;font-size:13px}"
+    ".rx-metrics div{padding:4px 10px;border:1px solid #ddd;border-radius:6px;background:#fafafa}"
+    ".rx-metrics b{font-size:15px}"
+)
+
+LEGEND = (
+    "<div class='rx-legend'><span class='rx-p'>prompt</span><span class='rx-b'>accepted from baseline</span>"
+    + "".join(f"<span class='rx-s{i}'>g({i + 1})</span>" for i in range(len(D_COLORS)))
+    + f"<span>… (colours repeat every {len(D_COLORS)} offsets)</span>"
+    "<span class='rx-x'>bonus (target)</span></div>"
+)
+
+
+def source_class(src: str) -> str:
+    if src == "baseline":
+        return "rx-b"
+    if src.startswith("d"):
+        return f"rx-s{(int(src[1:]) - 1) % len(D_COLORS)}"
+    return "rx-x"
+
+
+def source_label(src: str) -> str:
+    if src == "baseline":
+        return "baseline"
+    if src.startswith("d"):
+        return f"gained via g({src[1:]})"
+    return "bonus"
+
+
+def text_view(prompt_ids: list[int], first_token: int | None, rounds: list[dict], token_texts: dict,
+              selected_round: int | None = None) -> str:
+    """The prompt (grey) and every generated token coloured by provenance.
+
+    Every generated token is a span with data-r (its round, -1 for the prefill token) and data-k (its index
+    in output_ids); its title names round, index and source. All token text is escaped.
+    """
+    parts = ["<div class='rx-text' id='rx-text'>"]
+    shown = prompt_ids[-PROMPT_TAIL:]
+    if len(prompt_ids) > len(shown):
+        parts.append(f"<span class='rx-p'>[… {len(prompt_ids) - len(shown)} prompt tokens]</span>")
+    parts.append("<span class='rx-p'>" + text_html("".join(piece(token_texts, t) for t in shown)) + "</span>")
+    k = 0
+    if first_token is not None:
+        parts.append(f"<span class='rx-x' data-r='-1' data-k='0' title='#0 prefill'>"
+                     f"{text_html(piece(token_texts, first_token))}</span>")
+        k = 1
+    for ri, rec in enumerate(rounds):
+        srcs = records.token_sources(rec)
+        sel = " sel" if selected_round == ri else ""
+        for tok, src in zip(rec.get("new_tokens", []), srcs):
+            parts.append(f"<span class='{source_class(src)}{sel}' data-r='{ri}' data-k='{k}' "
+                         f"title='#{k} round {ri} {source_label(src)}'>{text_html(piece(token_texts, tok))}</span>")
+            k += 1
+    parts.append("</div>")
+    return "".join(parts)
+
+
+def _fmt(v, nd=2):
+    if v is None:
+        return "–"
+    if isinstance(v, float):
+        return f"{v:.{nd}f}"
+    return str(v)
+
+
+def metrics_view(stats: dict | None, compare: dict | None = None, status: str = "") -> str:
+    """tau, rounds, target calls, tokens/s; with a comparison run, its values and the ratios."""
+    if not stats:
+        return f"<div class='rx-metrics'><div>{escape(status or 'no run yet')}</div></div>"
+    cells = [("τ", _fmt(stats.get("tau"))), ("rounds", _fmt(stats.get("rounds"))),
+             ("target calls", _fmt(stats.get("target_calls"))), ("new tokens", _fmt(stats.get("new_tokens"))),
+             ("tokens/s", _fmt(stats.get("tokens_per_s"), 1))]
+    if compare:
+        ct, cs = compare.get("tau") or 0, compare.get("tokens_per_s") or 0
+        cells.append(("vs comparison τ", f"{_fmt(ct)} → ×{_fmt((stats.get('tau') or 0) / ct) if ct else '–'}"))
+        cells.append(("speed ratio", f"×{_fmt((stats.get('tokens_per_s') or 0) / cs) if cs else '–'}"))
+    out = "".join(f"<div>{escape(k)} <b>{escape(v)}</b></div>" for k, v in cells)
+    if status:
+        out += f"<div>{escape(status)}</div>"
+    return f"<div class='rx-metrics'>{out}</div>"
+
+
+def round_caption(rec: dict, index: int, total: int) -> str:
+    lens = records.round_lengths(rec)
+    attached = sum(1 for s in rec.get("shifted", []) if s.get("chosen") is not None)
+    return (f"Round {index} (rounds 0–{total - 1}): anchor at position {rec['anchor_pos']}, "
+            f"{len(rec.get('shifted', []))} shifted blocks ({attached} attached), "
+            f"{len(rec['trie']['tokens'])} trie nodes, accepted {lens['accepted']} "
+            f"= {lens['baseline']} baseline-alone + {lens['shifted']} shifted gain, "
+            f"draft {rec.get('draft_ms', 0):.1f} ms, verify {rec.get('verify_ms', 0):.1f} ms")
+
+
+def _chip(color: str, text: str, shape: str = "■") -> str:
+    return f"<span style='color:{color}'>{shape}</span> {escape(text)}"
+
+
+FIGURE_LEGEND = (
+    "<div class='rx-legend' style='font-size:12px'>grid: "
+    + " ".join([_chip(BASE_COLOR, "baseline g(0)"), _chip(D_COLORS[0], "attached g(d) (colour per d)"),
+                _chip("#c9ccd1", "discarded g(d)"), _chip("#111", "matching site", "○"),
+                _chip("#111", "chosen site", "□"), _chip("#a07800", "extension: beyond the native block", "▧")])
+    + "<br>trie: "
+    + " ".join([_chip(BASE_COLOR, "baseline only", "●"), _chip(SHARED_COLOR, "shared by baseline and g(d)", "●"),
+                _chip(D_COLORS[0], "g(d) only (colour per d)", "●"), _chip("#1a9e50", "accepted path", "━"),
+                _chip(BONUS_COLOR, "bonus (target)", "★")])
+    + "</div>"
+)

@@ -1,0 +1,148 @@
+"""Shared helpers for the app tests: real traces from tiny random models, a launched app, Chromium.
+
+Nothing here is a mock: traces come from the engine running tiny random Llama/Qwen3 models
+(tests/tiny.py), and the app is `python -m app` in a subprocess on a free port.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from functools import lru_cache
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+PYTHON = sys.executable
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+OUTPUT = REPO / "test-output"
+
+# Characters and tags that must never reach the page or a Plotly label unescaped.
+XSS_TOKENS = ["<script>alert(1)</script>", "<img src=x onerror=alert(1)>", "<b>bold</b>", "<br>",
+              "<a href='javascript:alert(1)'>x</a>", "&lt;", "&amp;", "\"'", "$x^2$", "%{x}",
+              "<span style='color:red'>", "</div><div>", "<sup>1</sup>", "\n", " ", "\t"]
+
+# (mode, rule) runs covering every assembly branch.
+CONFIGS = [("reanchor", "earliest"), ("reanchor", "all"), ("shifted-fixed", "earliest"),
+           ("reanchor", "latest"), ("reanchor", "random"), ("in-block", "earliest"),
+           ("extension", "earliest"), ("dflash", "earliest"), ("ar", "earliest")]
+PROMPTS = ["abc dea?", "hi, j.", "a b c d e f g"]
+
+
+@lru_cache(maxsize=None)
+def tiny_engine(kind: str = "llama", seed: int = 0):
+    sys.path.insert(0, str(REPO / "tests"))
+    from engine.decode import Engine
+    from tiny import tiny_models
+
+    return Engine(tiny_models(kind, seed))
+
+
+@lru_cache(maxsize=None)
+def real_trace(kind: str = "llama", mode: str = "reanchor", rule: str = "earliest", prompt: str = PROMPTS[0],
+               max_new_tokens: int = 48, seed: int = 0, temperature: float = 0.0) -> dict:
+    """A whole trace recorded by the engine over tiny random models (cached per test session)."""
+    from engine.decode import DecodeConfig
+
+    eng = tiny_engine(kind, 0)
+    return eng.generate(prompt, DecodeConfig(mode=mode, rule=rule, temperature=temperature, seed=seed,
+                                             max_new_tokens=max_new_tokens))
+
+
+def all_real_traces() -> list[dict]:
+    """Every (mode, rule) over two tiny targets; these prompts give rounds with shifted gains."""
+    out = []
+    for kind, prompt, temperature in (("llama", "hi, j.", 0.0), ("qwen3", "ab. ab. ab.", 1.0)):
+        for mode, rule in CONFIGS:
+            out.append(real_trace(kind, mode, rule, prompt, 48, 0, temperature))
+    out.append(real_trace("llama", "reanchor", "earliest", PROMPTS[0], 40, 3, 1.0))
+    return out
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def save_tiny_folders(root: Path, kind: str = "qwen3") -> tuple[Path, Path]:
+    """Target and drafter folders as a user passes them (--target/--drafter). On the tiny Qwen3 target
+    "a b c d e f g" runs to max_new_tokens (no end of turn), which the Stop tests need."""
+    sys.path.insert(0, str(REPO / "tests"))
+    from tiny import save_tiny
+
+    return save_tiny(Path(root), kind, 0)
+
+
+class AppProcess:
+    """`python -m app ...` in a subprocess; its log goes to a file the tests can read."""
+
+    def __init__(self, args: list[str], log_path: Path):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/"
+        self.log_path = Path(log_path)
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        self._log = open(self.log_path, "w")
+        self.proc = subprocess.Popen([PYTHON, "-m", "app", "--port", str(self.port), *args], cwd=REPO,
+                                     stdout=self._log, stderr=subprocess.STDOUT, env=env)
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def wait_up(self, timeout: float = 120.0) -> None:
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < timeout:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"app exited with {self.proc.returncode}:\n{self.log()[-3000:]}")
+            try:
+                with urllib.request.urlopen(self.url, timeout=2) as r:
+                    if r.status == 200:
+                        return
+            except OSError:
+                time.sleep(0.3)
+        raise TimeoutError(f"app not up after {timeout} s:\n{self.log()[-3000:]}")
+
+    def wait_model(self, client, timeout: float = 120.0) -> str:
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < timeout:
+            status = client.predict(api_name="/model_status")[0]
+            if status.startswith("ready"):
+                return status
+            if "failed" in status:
+                raise RuntimeError(status)
+            time.sleep(0.5)
+        raise TimeoutError("model not loaded")
+
+    def wait_log(self, text: str, timeout: float = 30.0, count: int = 1) -> bool:
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < timeout:
+            if self.log().count(text) >= count:
+                return True
+            time.sleep(0.2)
+        return False
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        self._log.close()
+
+
+def chromium_or_skip():
+    """Skip only when Chromium is absent and CI is not set; in CI a missing browser fails."""
+    import pytest
+
+    if os.path.exists(CHROMIUM):
+        return CHROMIUM
+    if os.environ.get("CI"):
+        pytest.fail(f"CI is set but Chromium is missing at {CHROMIUM} (apt-get install -y chromium)")
+    pytest.skip("Chromium is not installed (apt-get install -y chromium); set CI to make this an error")

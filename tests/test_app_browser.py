@@ -1,0 +1,247 @@
+"""A real browser (Debian's headless Chromium via playwright) against the launched app.
+
+Skips only when Chromium is absent and CI is unset. Saves screenshots under test-output/.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import statistics
+import time
+
+import pytest
+
+from app_fixtures import (CHROMIUM_ARGS, OUTPUT, REPO, AppProcess, chromium_or_skip,
+                          save_tiny_folders)
+
+playwright_api = pytest.importorskip("playwright.sync_api")
+
+PROMPT = "hi, j."
+LONG_PROMPT = "a b c d e f g"
+
+
+@pytest.fixture(scope="module")
+def app(tmp_path_factory):
+    chromium_or_skip()
+    target, drafter = save_tiny_folders(tmp_path_factory.mktemp("tiny"))
+    proc = AppProcess(["--target", str(target), "--drafter", str(drafter)],
+                      tmp_path_factory.mktemp("applog") / "app.log")
+    try:
+        proc.wait_up()
+        yield proc
+    finally:
+        proc.stop()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    path = chromium_or_skip()
+    with playwright_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=path, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+class Watched:
+    """A page whose requests, console errors and dialogs are recorded."""
+
+    def __init__(self, browser, url):
+        self.page = browser.new_page(viewport={"width": 1400, "height": 1100})
+        self.requests, self.errors, self.dialogs = [], [], []
+        self.page.on("request", lambda r: self.requests.append(r.url))
+        self.page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
+        self.page.on("pageerror", lambda e: self.errors.append(str(e)))
+        self.page.on("dialog", lambda d: (self.dialogs.append(d.message), d.dismiss()))
+        self.page.goto(url)
+        self.page.wait_for_selector("#rx-run", timeout=60000)
+        if list((REPO / "assets" / "traces").glob("*.json")):  # the page's load event shows an example trace
+            self.page.wait_for_function(
+                "() => (document.querySelector('#rx-metrics')?.innerText || '').includes('example trace')",
+                timeout=60000)
+
+    def caption(self) -> str:
+        return self.page.inner_text("#rx-caption")
+
+    def wait_caption(self, prefix: str, timeout: float = 20000) -> None:
+        self.page.wait_for_function(
+            "p => (document.querySelector('#rx-caption')?.innerText || '').trim().startsWith(p)",
+            arg=prefix, timeout=timeout)
+
+    def wait_model(self) -> None:
+        self.page.wait_for_function(
+            "() => (document.querySelector('#rx-model-status')?.innerText || '').includes('ready')",
+            timeout=120000)
+
+    def run(self, prompt: str, max_new: int = 40) -> None:
+        self.page.fill("#rx-prompt textarea", prompt)
+        self.page.fill("#rx-max-new input", str(max_new))
+        self.page.click("#rx-run")
+
+    def wait_running(self, min_round: int, timeout: float = 60000) -> None:
+        """Until this page's run has streamed round `min_round` (the example trace's spans don't count)."""
+        self.page.wait_for_function(
+            """n => { const m = /running… round (\\d+)/.exec(document.querySelector('#rx-metrics')?.innerText || '');
+                      return m && parseInt(m[1]) >= n; }""", arg=min_round, timeout=timeout)
+
+    def wait_done(self, timeout: float = 120000) -> None:
+        self.page.wait_for_function(
+            "() => /\\b(done|stopped)\\b/.test(document.querySelector('#rx-metrics')?.innerText || '')",
+            timeout=timeout)
+
+    def local_only(self, port: int) -> list[str]:
+        return [u for u in self.requests
+                if not (u.startswith(f"http://127.0.0.1:{port}/") or u.startswith(("data:", "blob:")))]
+
+
+def test_run_stream_inspect_in_browser(app, browser):
+    OUTPUT.mkdir(exist_ok=True)
+    w = Watched(browser, app.url)
+    pg = w.page
+    # the example trace (embedded model) is shown before anything runs
+    if list((REPO / "assets" / "traces").glob("*.json")):
+        pg.wait_for_selector("#rx-round-plot .js-plotly-plot", timeout=30000)
+    w.wait_model()
+    # text streams: count the text view's updates during the run
+    pg.evaluate("""() => { window.__textUpdates = 0;
+        new MutationObserver(() => window.__textUpdates++).observe(
+            document.querySelector('#rx-text-box'), {subtree: true, childList: true, characterData: true}); }""")
+    w.run(PROMPT)
+    w.wait_done()
+    assert pg.evaluate("() => window.__textUpdates") >= 2, "the text should stream while the run goes"
+    n_spans = pg.locator("#rx-text-box span[data-r]").count()
+    assert n_spans >= 2
+    assert pg.locator("#rx-round-plot .js-plotly-plot").count() == 1
+    assert pg.locator("#rx-timeline .js-plotly-plot").count() == 1
+    assert pg.locator("#rx-round-plot .js-plotly-plot .heatmaplayer, #rx-round-plot .js-plotly-plot .hm").count() >= 1
+    m = re.search(r"rounds 0–(\d+)", w.caption())
+    assert m, w.caption()
+    last = int(m.group(1))
+    assert last >= 3
+
+    # the scrubber: first / next / prev / last, timing each round switch in the browser
+    pg.click("#rx-first")
+    w.wait_caption("Round 0 ")
+    times = []
+    for i in range(1, min(last, 8) + 1):  # timed in the page: click to the new figure drawn
+        ms = pg.evaluate("""async (i) => {
+            const t0 = performance.now();
+            document.querySelector('#rx-next').click();
+            await new Promise((done, fail) => {
+              const check = () => {
+                const title = document.querySelector('#rx-round-plot .gtitle')?.textContent || '';
+                if (title.startsWith('round ' + i + ' ')) done();
+                else if (performance.now() - t0 > 20000) fail(new Error('round ' + i + ' not drawn'));
+                else requestAnimationFrame(check);
+              };
+              check();
+            });
+            return performance.now() - t0;
+        }""", i)
+        w.wait_caption(f"Round {i} ")
+        times.append(ms / 1000)
+    pg.click("#rx-prev")
+    w.wait_caption(f"Round {min(last, 8) - 1} ")
+    pg.click("#rx-last")
+    w.wait_caption(f"Round {last} ")
+    # clicking a token opens its round
+    span = pg.locator("#rx-text-box span[data-r='1']").first
+    span.click()
+    w.wait_caption("Round 1 ")
+    # the slider (keyboard: the range input moves one round per arrow)
+    pg.locator("#rx-slider input[type=range]").focus()
+    pg.keyboard.press("ArrowRight")
+    w.wait_caption("Round 2 ")
+    # clicking a timeline bar opens that round
+    pg.locator("#rx-timeline .js-plotly-plot .trace.bars").last.locator(".point path").nth(3).click(force=True)
+    w.wait_caption("Round 3 ")
+    # the "Go to round of token #" box
+    pg.fill("#rx-token-no input", "0")
+    pg.click("#rx-token-go")
+    w.wait_caption("Round 0 ")
+
+    # play steps through the rounds; pause stops it
+    pg.click("#rx-play")
+    w.wait_caption("Round 2 ", timeout=30000)
+    pg.click("#rx-play")
+    time.sleep(2 * 0.8 + 0.5)
+    held = w.caption()
+    time.sleep(2 * 0.8)
+    assert w.caption() == held, "pause should stop the player"
+
+    pg.screenshot(path=str(OUTPUT / "app.png"), full_page=True)
+    if os.environ.get("REANCHOR_UPDATE_SCREENSHOT"):
+        shutil.copy(OUTPUT / "app.png", REPO / "app" / "screenshot.png")
+    report = {"round_switch_ms": [round(t * 1000, 1) for t in times],
+              "round_switch_ms_median": round(statistics.median(times) * 1000, 1)}
+    (OUTPUT / "browser_timing.json").write_text(json.dumps(report, indent=1))
+    print("browser round switch (click to drawn figure):", report)
+    assert statistics.median(times) < 5.0  # generous: CI machines are slow; see test-output for numbers
+    assert not w.errors, w.errors
+    assert not w.local_only(app.port), w.local_only(app.port)
+    pg.close()
+
+
+def test_hostile_token_text_stays_text(app, browser, tmp_path):
+    """Traces whose token pieces are HTML/JS render them as literal text: no script, no dialog, no tag,
+    no double escaping, in the text view and in the Plotly figure."""
+    from engine.trace import load_trace, save_trace
+
+    src = sorted((REPO / "assets" / "traces").glob("*.json"))
+    if not src:
+        pytest.skip("no example trace to start from")
+    base = load_trace(src[0])
+    w = Watched(browser, app.url)
+    pg = w.page
+    cases = [("tags", "<b>\"$&'"), ("script", "<script>alert(1)</script>")]
+    for name, piece in cases:
+        trace = json.loads(json.dumps(base))
+        ids = sorted(trace["token_texts"], key=int)
+        trace["token_texts"] = {k: piece for k in ids}
+        path = tmp_path / f"hostile-{name}.json"
+        save_trace(path, trace)
+        pg.set_input_files("input[data-testid='Load trace-upload-button']", str(path))
+        pg.wait_for_function(
+            "t => [...document.querySelectorAll('#rx-round-plot text')].some(e => e.textContent === t)",
+            arg={"tags": '<b>"$&\'', "script": "<scrip…"}[name], timeout=30000)  # literal, cut to 7
+        box = pg.locator("#rx-text-box")
+        assert box.locator("script, img, b, a, br, sup, span[style]").count() == 0
+        plot = pg.locator("#rx-round-plot .js-plotly-plot")
+        assert plot.locator("svg a, text b, text a, text sup").count() == 0  # no Plotly markup from a token
+        pg.wait_for_function("t => (document.querySelector('#rx-text-box')?.innerText || '').includes(t)",
+                             arg=piece, timeout=30000)  # the text view shows the piece literally
+    time.sleep(0.5)
+    assert not w.dialogs, w.dialogs
+    assert not w.errors, w.errors
+    pg.close()
+
+
+def test_closing_the_page_stops_the_run(app, browser):
+    """The browser goes away mid-run: the generator is closed and the run stops early."""
+    w = Watched(browser, app.url)
+    w.wait_model()
+    ended = app.log().count("run ended")
+    w.run(LONG_PROMPT, 400)
+    w.wait_running(3)
+    w.page.close()
+    assert app.wait_log("run ended", timeout=90, count=ended + 1), app.log()[-2000:]
+    rounds = int(re.findall(r"run ended after (\d+) rounds", app.log())[-1])
+    assert rounds < 390
+
+
+def test_stop_button_in_browser(app, browser):
+    """Stop ends a long run at the next round; the partial run stays inspectable."""
+    w = Watched(browser, app.url)
+    w.wait_model()
+    w.run(LONG_PROMPT, 400)
+    w.wait_running(2)
+    # dispatched at once: playwright's click waits for the layout to hold still, which it doesn't while
+    # the text streams (and a person's click doesn't wait)
+    w.page.locator("#rx-stop").dispatch_event("click")
+    w.wait_done(timeout=60000)
+    m = re.search(r"rounds 0–(\d+)", w.caption())
+    assert "stopped" in w.page.inner_text("#rx-metrics")
+    assert m and int(m.group(1)) < 390
+    assert not w.errors, w.errors
+    w.page.close()

@@ -1,0 +1,227 @@
+"""Figures and HTML built from REAL round records (the engine over tiny random models):
+structure, purity, escaping of hostile token text, payload size."""
+from __future__ import annotations
+
+import copy
+import json
+import re
+import statistics
+import time
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from app import plots, records, render
+from app_fixtures import REPO, XSS_TOKENS, all_real_traces
+
+MAX_FIGURE_BYTES = 50 * 1024
+OUR_TAGS = re.compile(r"<br>|</?b>|<extra></extra>")
+
+
+@pytest.fixture(scope="module")
+def traces():
+    return all_real_traces()
+
+
+def _rounds(traces):
+    for t in traces:
+        for r in t["rounds"]:
+            yield t, r
+
+
+def _strings(obj):
+    if isinstance(obj, str):
+        yield obj
+    elif isinstance(obj, dict):
+        for v in obj.values():
+            yield from _strings(v)
+    elif isinstance(obj, (list, tuple)):
+        for v in obj:
+            yield from _strings(v)
+
+
+def test_traces_cover_every_branch(traces):
+    """The fixtures exercise attached, discarded, multi-site ('all') and shifted-only-gain rounds."""
+    shifted = [b for _, r in _rounds(traces) for b in r["shifted"]]
+    assert any(b["chosen"] is not None for b in shifted)
+    assert any(b["chosen"] is None for b in shifted)
+    assert any(len(b["attached"]) > 1 for b in shifted)
+    assert any(records.round_lengths(r)["shifted"] > 0 for _, r in _rounds(traces))
+    assert {t["config"]["mode"] for t in traces} == {"ar", "dflash", "shifted-fixed", "reanchor", "in-block",
+                                                      "extension"}
+
+
+def test_round_figure_structure(traces):
+    for t, r in _rounds(traces):
+        fig = plots.round_figure(r, t["token_texts"])
+        s, L = r["anchor_pos"], r["block_size"]
+        heat = [d for d in fig.data if d.type == "heatmap"]
+        assert len(heat) == 1
+        z = heat[0].z
+        assert len(z) == 1 + len(r["shifted"])                       # g(0) and every g(d)
+        assert [v is not None for v in z[0]][:L] == [True] * L        # baseline at depth 0..L-1
+        for row, b in zip(z[1:], r["shifted"]):
+            start = b["chosen"] if b["chosen"] is not None else b["d"]
+            cells = [k for k, v in enumerate(row) if v is not None]
+            assert cells == list(range(start, start + len(b["tokens"])))[: len(cells)]
+            assert cells[0] == start
+            grey = b["chosen"] is None
+            assert all((v == 1.5) == grey for v in row if v is not None)  # discarded blocks greyed
+        # every trie node drawn once, at x = anchor_pos + depth
+        node_traces = [d for d in fig.data if d.type == "scatter" and d.mode == "markers+text" and d.name != "bonus"]
+        xs = sorted(x for d in node_traces for x in d.x)
+        assert xs == sorted(s + k for k in r["trie"]["depths"])
+        acc = next(d for d in fig.data if d.name == "accepted path")
+        cut = len(r["new_tokens"]) <= r["accepted"]
+        assert len(acc.x) == len(r["accepted_nodes"]) + (0 if cut else 1)
+        assert (any(d.name == "bonus" for d in fig.data)) == (not cut)
+        sites = [d for d in fig.data if d.name == "matching site"]
+        n_sites = sum(len(b["sites"]) for b in r["shifted"])
+        assert (len(sites[0].x) if sites else 0) == n_sites
+        ext = [sh for sh in fig.layout.shapes if sh.type == "rect"]
+        assert ext and ext[0].x0 == s + L - 0.5
+
+
+def test_figures_are_pure(traces):
+    t = traces[1]
+    for r in t["rounds"][:10]:
+        before = copy.deepcopy(r)
+        texts = copy.deepcopy(t["token_texts"])
+        a = plots.round_figure(r, t["token_texts"]).to_json()
+        b = plots.round_figure(r, t["token_texts"]).to_json()
+        assert a == b
+        assert r == before and t["token_texts"] == texts
+    assert plots.timeline_figure(t["rounds"]).to_json() == plots.timeline_figure(t["rounds"]).to_json()
+
+
+def test_timeline_splits_accepted_length(traces):
+    for t in traces:
+        fig = plots.timeline_figure(t["rounds"])
+        base, gain, bonus = (list(d.y) for d in fig.data)
+        for i, r in enumerate(t["rounds"]):
+            assert base[i] + gain[i] == r["accepted"]
+            assert base[i] + gain[i] + bonus[i] == len(r["new_tokens"])
+            from engine.analyses import baseline_accepted
+            assert base[i] == baseline_accepted(r)
+
+
+def test_token_sources_match_engine(traces):
+    from engine.trace import token_sources
+
+    for t, r in _rounds(traces):
+        assert records._token_sources(r) == token_sources(r)
+    for t in traces:
+        assert len(records.token_rounds(t)) == len(t["output_ids"])
+
+
+def _hostile(trace):
+    ids = sorted(int(k) for k in trace["token_texts"])
+    return {str(i): XSS_TOKENS[j % len(XSS_TOKENS)] for j, i in enumerate(ids)}
+
+
+def test_plot_text_is_escaped(traces):
+    """Token text reaches Plotly only html-escaped: no tag, no '$' (MathJax), whitespace visible."""
+    for t in traces[:4]:
+        texts = _hostile(t)
+        for r in t["rounds"]:
+            fig = json.loads(plots.round_figure(r, texts).to_json())
+            for s in _strings(fig):
+                bare = OUR_TAGS.sub("", s)
+                assert "<" not in bare and ">" not in bare, s
+                assert "$" not in s, s
+        fig = json.loads(plots.timeline_figure(t["rounds"]).to_json())
+        assert all("<script" not in s for s in _strings(fig))
+    cell = plots.round_figure(traces[0]["rounds"][0], {k: "<script>x</script>" for k in traces[0]["token_texts"]})
+    assert cell.data[0].text[0][0] == "&lt;scrip…"  # cut to 7 characters, then escaped
+
+
+class _Tags(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.tags, self.attrs, self.text = [], set(), []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(tag)
+        self.attrs.update(a for a, _ in attrs)
+
+    def handle_data(self, data):
+        self.text.append(data)
+
+
+def test_text_view_is_escaped_and_complete(traces):
+    from app.tokentext import piece
+
+    for t in traces[:3]:
+        texts = _hostile(t)
+        html = render.text_view(t["prompt_ids"], t["first_token"], t["rounds"], texts)
+        p = _Tags()
+        p.feed(html)
+        assert set(p.tags) <= {"div", "span"}
+        assert p.attrs <= {"class", "id", "data-r", "data-k", "title"}
+        generated = "".join(piece(texts, i) for i in t["output_ids"])
+        prompt = "".join(piece(texts, i) for i in t["prompt_ids"][-render.PROMPT_TAIL:])
+        assert "".join(p.text) == prompt + generated
+        # one span per generated token, with its round
+        spans = re.findall(r"data-r='(-?\d+)' data-k='(\d+)'", html)
+        assert [int(k) for _, k in spans] == list(range(len(t["output_ids"])))
+        assert [int(r) for r, _ in spans] == records.token_rounds(t)
+
+
+def test_metrics_view_escapes():
+    out = render.metrics_view({"tau": 2.5, "rounds": 3, "tokens_per_s": 10.0}, status="<img src=x onerror=1>")
+    assert "<img" not in out and "&lt;img" in out
+
+
+def _record_payload(name: str, sizes: list[int], build_ms: list[float]) -> None:
+    from app_fixtures import OUTPUT
+
+    OUTPUT.mkdir(exist_ok=True)
+    path = OUTPUT / "figure_payload.json"
+    data = json.loads(path.read_text()) if path.exists() else {}
+    data[name] = {"rounds": len(sizes), "max_bytes": max(sizes), "median_bytes": statistics.median(sizes),
+                  "median_build_ms": round(statistics.median(build_ms), 2)}
+    path.write_text(json.dumps(data, indent=1))
+
+
+def _measure(pairs) -> tuple[list[int], list[float]]:
+    sizes, ms = [], []
+    for t, r in pairs:
+        t0 = time.perf_counter()
+        sizes.append(len(plots.round_figure(r, t["token_texts"]).to_json()))
+        ms.append((time.perf_counter() - t0) * 1000)
+    return sizes, ms
+
+
+def test_figure_payload_is_small(traces):
+    sizes, ms = _measure(_rounds(traces))
+    _record_payload("tiny models", sizes, ms)
+    assert max(sizes) <= MAX_FIGURE_BYTES, max(sizes)
+
+
+def test_example_traces_load_and_fit_payload():
+    """The shipped example traces (embedded model) validate and every round figure stays small."""
+    from app.session import example_traces, load_trace_file
+
+    found = example_traces()
+    assert found, "assets/traces/ holds no example trace"
+    pairs = []
+    for _, path in found:
+        t = load_trace_file(path)
+        assert t["rounds"] and t["config"]["mode"] == "reanchor"
+        assert (REPO / "assets" / "traces") in Path(path).parents
+        pairs += [(t, r) for r in t["rounds"]]
+    sizes, ms = _measure(pairs)
+    _record_payload("example traces (embedded model)", sizes, ms)
+    assert max(sizes) <= MAX_FIGURE_BYTES, max(sizes)
+
+
+def test_analyses_adapter(traces):
+    from app import analysis
+
+    res = analysis.compute(traces[1])  # rule "all"
+    assert set(res) == set(analysis.NAMES)
+    assert all("unavailable" not in v for v in res.values() if isinstance(v, dict))
+    json.dumps(res)  # JSON-ready (gr.JSON)
+    h, g = analysis.figures(res)
+    assert h.data and sum(h.data[0].y) == len(traces[1]["rounds"])
