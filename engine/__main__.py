@@ -24,7 +24,7 @@ def add_generate_args(sub) -> None:
     p.add_argument("--drafter", default=None, help="'default', 'random', a folder or a hub id")
     p.add_argument("--device", default="auto")
     p.add_argument("--dtype", default="auto", help="target dtype (auto: fp32 on CPU, bf16 on CUDA)")
-    p.add_argument("--draft-dtype", default="bfloat16", help="drafter dtype ('auto': as the target)")
+    p.add_argument("--draft-dtype", default="auto", help="drafter dtype (auto: as the target)")
     p.add_argument("--trust-remote-code", action="store_true")
     p.add_argument("--trace", default=None, help="write the run's trace (JSON) here")
     p.add_argument("--json", action="store_true", help="print one JSON object")

@@ -491,7 +491,7 @@ def _configure(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--drafter", default=None, help="default, random, a folder or a hub id")
     p.add_argument("--device", default="auto")
     p.add_argument("--dtype", default="auto", help="target dtype (auto: fp32 on CPU, bf16 on CUDA)")
-    p.add_argument("--draft-dtype", default="bfloat16", help="drafter dtype ('auto': as the target)")
+    p.add_argument("--draft-dtype", default="auto", help="drafter dtype (auto: as the target)")
     p.add_argument("--ignore-eos", action="store_true", help="always generate --max-new-tokens")
     p.add_argument("--max-shifted", default=None, help="shifted blocks per round: K, auto or none")
     p.add_argument("--max-trie-nodes", type=int, default=None)

@@ -288,7 +288,9 @@ class Engine:
     """Loaded models plus the two model calls. Stateless between runs (per-run state is in Run),
     so one engine serves many runs, one after another or from several threads."""
 
-    def __init__(self, models: Models):
+    def __init__(self, models: Models, draft_head_dtype: torch.dtype | None = torch.bfloat16):
+        """`draft_head_dtype`: the dtype of the drafter's vocabulary projection, its costliest
+        matmul (bf16: 3-7x cheaper on the CPU, and drafts need not be exact); None: the drafter's."""
         self.models = models
         self.stop_ids = stop_token_ids(models.tokenizer, models.target.config)
         self._budget = None
@@ -302,12 +304,15 @@ class Engine:
             self.draft_dtype = next(d.parameters()).dtype
             head = t.lm_head if hasattr(t, "lm_head") else t.get_output_embeddings()
             emb = t.get_input_embeddings().weight
-            if emb.dtype == self.draft_dtype:
-                self.draft_embed, self.draft_head = emb, head
+            self.draft_embed = emb if emb.dtype == self.draft_dtype else emb.detach().to(self.draft_dtype)
+            hd = draft_head_dtype or self.draft_dtype
+            if head.weight.dtype == hd and hd == self.draft_dtype:
+                self.draft_head = head
             else:
-                self.draft_embed = emb.detach().to(self.draft_dtype)
-                w = self.draft_embed if head.weight is emb else head.weight.detach().to(self.draft_dtype)
-                self.draft_head = lambda h: torch.nn.functional.linear(h, w)
+                w = head.weight.detach().to(hd)
+                # 2-D input: a 3-D bf16 input with batch 1 copies the whole weight per call (bmm path)
+                self.draft_head = lambda h: torch.nn.functional.linear(
+                    h.reshape(-1, h.shape[-1]).to(hd), w).float().view(*h.shape[:-1], -1)
 
     # -- text -----------------------------------------------------------------------------------
     def encode_prompt(self, prompt: str) -> list[int]:

@@ -16,7 +16,7 @@ def test_dflash_mode_matches_reference(kind, seed, n, monkeypatch):
     # its stats clock calls torch.cuda.synchronize; on the CPU a plain clock does the same job
     monkeypatch.setattr(dflash.model, "_cuda_time", time.perf_counter)
     m = tiny_models(kind, seed)
-    eng = Engine(m)
+    eng = Engine(m, draft_head_dtype=None)  # the reference projects the vocabulary in fp32 too
     ids = eng.encode_prompt("ab c ba")
     ref = dflash_generate(m.drafter, m.target, torch.tensor([ids]), n, None, return_stats=True)
     run = eng.run(ids, DecodeConfig(mode="dflash", max_new_tokens=n, ignore_eos=True))
