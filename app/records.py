@@ -32,43 +32,15 @@ def node_category(sources: list[int]) -> str:
 
 
 def token_sources(rec: Round) -> list[str]:
-    """Provenance of each token the round commits: 'baseline', 'd<k>' or 'bonus'.
-
-    Uses engine.trace.token_sources when the engine offers it; the fallback reads the record.
-    """
-    try:
-        from engine.trace import token_sources as engine_sources
-    except ImportError:
-        engine_sources = None
-    if engine_sources is not None:
-        return list(engine_sources(rec))
-    return _token_sources(rec)
-
-
-def _token_sources(rec: Round) -> list[str]:
-    srcs = node_sources(rec)
-    acc_nodes = rec.get("accepted_nodes", [0])
-    a = int(rec.get("accepted", len(acc_nodes) - 1))
-    out = []
-    for j in range(len(rec.get("new_tokens", []))):
-        if j < a and j + 1 < len(acc_nodes):
-            cat = node_category(srcs[acc_nodes[j + 1]])
-            out.append("baseline" if cat in ("baseline", "shared") else cat)
-        else:
-            out.append("bonus")
-    return out
+    """Provenance of each token the round commits: 'baseline', 'd<k>' or 'bonus' (the engine's rule)."""
+    from engine.trace import token_sources as engine_sources
+    return engine_sources(rec)
 
 
 def baseline_alone(rec: Round) -> int:
-    """Accepted drafts the baseline path alone would have given: accepted nodes that lie on a baseline path."""
-    srcs = node_sources(rec)
-    n = 0
-    for node in rec.get("accepted_nodes", [0])[1:]:
-        if 0 in srcs[node]:
-            n += 1
-        else:
-            break
-    return n
+    """Accepted drafts the baseline alone would have given (the analyses' definition)."""
+    from engine.analyses import baseline_accepted
+    return baseline_accepted(rec)
 
 
 def round_lengths(rec: Round) -> dict[str, int]:
