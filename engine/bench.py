@@ -336,7 +336,7 @@ def write_report(results: dict, out: Path) -> str:
         return next((c for c in cands if c in labels), None)
 
     counts = ", ".join(f"{s} {get(s, labels[0], 'n')}" for s in sets)
-    md = [f"# ReAnchor benchmark\n",
+    md = ["# ReAnchor benchmark\n",
           f"Target `{cfg['target_name']}`, drafter `{cfg['drafter_name']}` (B={cfg.get('block_size')}), "
           f"{cfg['device_used']} {cfg['dtype_used']}, T={cfg['temperature']}, seed {cfg['seed']}, "
           f"max {cfg['max_new_tokens']} new tokens, prompts per set: {counts}. {cfg['date']}."

@@ -11,7 +11,6 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from engine import analyses as A
 from engine import bench
 from engine.errors import InputError
 from engine.trace import load_trace

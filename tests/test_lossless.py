@@ -1,5 +1,4 @@
 """Lossless: every mode and rule at T=0 (fp32) returns exactly target-only greedy decoding."""
-import pytest
 import torch
 from transformers import DynamicCache
 
