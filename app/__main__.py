@@ -10,10 +10,12 @@ import logging
 import os
 import sys
 
-# Offline before gradio / transformers / huggingface_hub are imported.
-for key, value in (("GRADIO_ANALYTICS_ENABLED", "False"), ("HF_HUB_OFFLINE", "1"), ("TRANSFORMERS_OFFLINE", "1"),
-                   ("HF_HUB_DISABLE_TELEMETRY", "1"), ("DO_NOT_TRACK", "1"), ("GRADIO_SSR_MODE", "False")):
-    os.environ.setdefault(key, value)
+# Offline by construction, set before gradio / transformers / huggingface_hub are imported. Forced, not
+# defaulted: a user's HF_HUB_OFFLINE=0 made a cached hub id --target query huggingface.co (44 lookups, with
+# retries, in tests/test_app_network.py).
+OFFLINE_ENV = {"GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+               "HF_HUB_DISABLE_TELEMETRY": "1", "DO_NOT_TRACK": "1", "GRADIO_SSR_MODE": "False"}
+os.environ.update(OFFLINE_ENV)
 
 QUEUE_MAX = 16  # waiting events across sessions; more are refused with a "queue full" message
 
@@ -33,13 +35,16 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def launch(args: argparse.Namespace, block: bool = True):
     from .loader import ModelLoader
-    from .ui import CSS, build_ui, theme
+    import gradio as gr
+
+    from .ui import CSS, HEAD, PLOTLY_JS, build_ui, theme
 
     loader = ModelLoader(args.target, args.drafter, args.device, args.dtype, enabled=not args.no_model).start()
+    gr.set_static_paths([str(PLOTLY_JS)])  # this one file, for HEAD's script tag
     demo = build_ui(loader)
     demo.queue(max_size=args.queue_size, default_concurrency_limit=8)
     demo.launch(server_name=args.host, server_port=args.port, share=False, inbrowser=False, show_error=False,
-                ssr_mode=False, max_file_size="20mb", theme=theme(), css=CSS, footer_links=[],
+                ssr_mode=False, max_file_size="20mb", theme=theme(), css=CSS, head=HEAD, footer_links=[],
                 enable_monitoring=False, mcp_server=False, prevent_thread_lock=not block, quiet=False,
                 state_session_capacity=200)
     return demo, loader

@@ -79,3 +79,19 @@ def figures(results: dict):
     else:
         g = plots.empty_figure("no shifted gain in this run")
     return h, g
+
+
+def counterfactual(trace: dict | None, mode: str, rule: str, name: str):
+    """(figure, summary or {"unavailable": why}) for `mode`/`rule` replayed on the rounds of `trace`."""
+    from engine import analyses
+
+    if not trace or not trace.get("rounds"):
+        return plots.empty_figure("no run", 240), {"unavailable": "no run"}
+    try:
+        rows = analyses.counterfactual(trace, mode, rule)
+    except (ValueError, KeyError) as e:
+        return plots.empty_figure(str(e), 240), {"unavailable": str(e)}
+    s = analyses.counterfactual_summary(rows)
+    title = (f"{name} on these rounds: τ {s['tau']:.2f} → {s['counterfactual_tau']:.2f} "
+             f"({s['better']} rounds better, {s['worse']} worse, {s['same']} same)")
+    return plots.counterfactual_figure(rows, title), s

@@ -9,8 +9,9 @@ import os
 import sys
 from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+from app.__main__ import OFFLINE_ENV
+
+os.environ.update(OFFLINE_ENV)  # as the app: offline whatever the user's environment says
 
 PROMPTS = [
     ("code-fibonacci", "Write a Python function that returns the n-th Fibonacci number iteratively.", 96),

@@ -280,6 +280,27 @@ def timeline_figure(rounds: list[dict], title: str = "accepted length per round"
     return fig
 
 
+def counterfactual_figure(rows: list[dict], title: str) -> go.Figure:
+    """Per round: the drafts the run accepted (bars) and what another assembly would have accepted
+    from the same state and drafts (markers: green more, red fewer, grey the same)."""
+    x = [r["round"] for r in rows]
+    diff = [r["counterfactual"] - r["actual"] for r in rows]
+    colors = [ACCEPT_COLOR if d > 0 else "#d1495b" if d < 0 else "#888" for d in diff]
+    fig = go.Figure([
+        go.Bar(x=x, y=[r["actual"] for r in rows], name="accepted (this run)", marker_color=BASE_COLOR,
+               opacity=0.55, hovertemplate="round %{x}: accepted %{y}<extra></extra>"),
+        go.Scatter(x=x, y=[r["counterfactual"] for r in rows], mode="markers", name="counterfactual",
+                   marker=dict(symbol="diamond", size=8, color=colors, line=dict(width=1, color="#333")),
+                   customdata=[[d, " (end of run: at least)" if r["cut"] else ""] for d, r in zip(diff, rows)],
+                   hovertemplate="round %{x}: would accept %{y} (%{customdata[0]:+d})%{customdata[1]}<extra></extra>"),
+    ])
+    fig.update_layout(template="none", font=FONT, height=240, bargap=0.15, margin=dict(l=40, r=10, t=36, b=36),
+                      title=dict(text=title, x=0.01, font=dict(size=12)), xaxis=dict(title_text="round"),
+                      yaxis=dict(title_text="accepted drafts"), plot_bgcolor="white", paper_bgcolor="white",
+                      legend=dict(orientation="h", x=1, xanchor="right", y=1.02, yanchor="bottom"))
+    return fig
+
+
 def bar_figure(xs: list, ys: list, title: str, xtitle: str, ytitle: str, color: str = BASE_COLOR) -> go.Figure:
     fig = go.Figure(go.Bar(x=list(xs), y=list(ys), marker_color=color))
     fig.update_layout(template="none", font=FONT, height=240, margin=dict(l=45, r=10, t=36, b=40),

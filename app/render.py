@@ -49,29 +49,34 @@ def source_label(src: str) -> str:
 
 
 def text_view(prompt_ids: list[int], first_token: int | None, rounds: list[dict], token_texts: dict,
-              selected_round: int | None = None) -> str:
+              selected_round: int | None = None, tail: int | None = None) -> str:
     """The prompt (grey) and every generated token coloured by provenance.
 
     Every generated token is a span with data-r (its round, -1 for the prefill token) and data-k (its index
     in output_ids); its title names round, index and source. All token text is escaped.
+    tail: show only the last `tail` generated tokens, for updates while a long run streams: the page rebuilds
+    the view span by span on every update (tests/test_app_long_run.py measures it).
     """
     parts = ["<div class='rx-text' id='rx-text'>"]
     shown = prompt_ids[-PROMPT_TAIL:]
     if len(prompt_ids) > len(shown):
         parts.append(f"<span class='rx-p'>[… {len(prompt_ids) - len(shown)} prompt tokens]</span>")
     parts.append("<span class='rx-p'>" + text_html("".join(piece(token_texts, t) for t in shown)) + "</span>")
-    k = 0
-    if first_token is not None:
+    tokens = [(ri, tok, src) for ri, rec in enumerate(rounds)
+              for tok, src in zip(rec.get("new_tokens", []), records.token_sources(rec))]
+    first = 0 if first_token is None else 1  # data-k of the first round's first token
+    skip = max(0, first + len(tokens) - tail) if tail is not None else 0
+    if skip:
+        parts.append(f"<span class='rx-p'>[… {skip} earlier tokens]</span>")
+    if first_token is not None and not skip:
         parts.append(f"<span class='rx-x' data-r='-1' data-k='0' title='#0 prefill'>"
                      f"{text_html(piece(token_texts, first_token))}</span>")
-        k = 1
-    for ri, rec in enumerate(rounds):
-        srcs = records.token_sources(rec)
+    for k, (ri, tok, src) in enumerate(tokens, start=first):
+        if k < skip:
+            continue
         sel = " sel" if selected_round == ri else ""
-        for tok, src in zip(rec.get("new_tokens", []), srcs):
-            parts.append(f"<span class='{source_class(src)}{sel}' data-r='{ri}' data-k='{k}' "
-                         f"title='#{k} round {ri} {source_label(src)}'>{text_html(piece(token_texts, tok))}</span>")
-            k += 1
+        parts.append(f"<span class='{source_class(src)}{sel}' data-r='{ri}' data-k='{k}' "
+                     f"title='#{k} round {ri} {source_label(src)}'>{text_html(piece(token_texts, tok))}</span>")
     parts.append("</div>")
     return "".join(parts)
 

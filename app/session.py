@@ -15,8 +15,8 @@ MAX_UPLOAD_BYTES = 20 * 1024 * 1024
 APP_MAX_NEW_TOKENS = 2048
 MAX_PROMPT_CHARS = 20000
 FIELD_LABELS = {"prompt": "Prompt", "mode": "Mode", "rule": "Attachment rule", "temperature": "Temperature",
-                "seed": "Seed", "max_new_tokens": "Max new tokens", "trace": "Load trace",
-                "schema": "Load trace", "target": "Target", "drafter": "Drafter", "device": "Device"}
+                "seed": "Seed", "max_new_tokens": "Max new tokens", "max_shifted": "Shifted blocks",
+                "trace": "Load trace", "schema": "Load trace", "target": "Target", "drafter": "Drafter", "device": "Device"}
 
 
 def new_state() -> dict:

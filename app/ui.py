@@ -6,10 +6,13 @@ traces. Figures come from app.plots (pure), HTML from app.render (escaped).
 """
 from __future__ import annotations
 
+import json
 import logging
 import time
+from pathlib import Path
 
 import gradio as gr
+import plotly
 
 from . import analysis, plots, records, render, session
 from .examples import example_prompts
@@ -18,9 +21,14 @@ log = logging.getLogger("reanchor.app")
 
 MODES = ["ar", "dflash", "shifted-fixed", "reanchor", "in-block", "extension"]
 RULES = ["earliest", "fixed", "random", "latest", "all"]
+# Shifted blocks drafted per round: every available offset (the paper), the cost model's budget for
+# this hardware, or a fixed cap (any whole number can be typed).
+SHIFTED_CHOICES = ["all", "auto", "0", "1", "2", "4", "8"]
 TEXT_INTERVAL_S = 0.1       # text/metrics at most this often: each update shows every round since the last
-FIG_INTERVAL_S = 0.3        # round figure at most this often while streaming
-TIMELINE_INTERVAL_S = 1.0   # timeline at most this often while streaming
+FIG_INTERVAL_S = 0.5        # round figure at most this often while streaming
+TIMELINE_INTERVAL_S = 1.0   # timeline at most this often while streaming, times rounds / TIMELINE_ROUNDS
+TIMELINE_ROUNDS = 200       # (a timeline of n bars costs the page O(n) per draw: keep its share bounded)
+STREAM_TAIL = 300           # generated tokens shown while a run streams; the whole text once it ends
 PLAY_INTERVAL_S = 0.8
 
 # Clicking a token (a span with data-r / data-k in the text view) sends its round to Python.
@@ -31,31 +39,115 @@ element.addEventListener('click', (e) => {
 });
 """
 
-# The round figure is drawn by Plotly.react straight from its JSON (gr.HTML), skipping gr.Plot's second
-# full redraw (Plots.resize after every update): per-round switches take about half the time.
-# window.Plotly is the bundle Gradio loads for gr.Plot (the timeline below), served by this app.
+# plotly.js from the plotly package (the version its figure JSON is written for), served by this app:
+# the round figure and the timeline draw with it without waiting for a gr.Plot to load Gradio's copy.
+PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
+HEAD = f'<script defer src="/gradio_api/file={PLOTLY_JS}"></script>'
+
+# The round figure is drawn by Plotly straight from its JSON (gr.HTML), skipping gr.Plot's second full
+# redraw. The value is a payload {key, round, caption, fig, next}: `next`, the following round, is drawn
+# ahead into an offscreen div, so "next ▶" only swaps divs (the round left behind stays drawn for
+# "◀ prev"); the server's answer to the click then confirms it, and wins whenever it differs. `key`
+# changes with the session's trace and empties the browser's caches.
 PLOT_TEMPLATE = "<div class='rx-plot' style='width:100%;min-height:120px'></div>"
 JS_PLOT = """
+const CONFIG = {responsive: true, displaylogo: false};
+const ON = 'width:100%;min-height:120px', OFF = 'position:absolute;left:-10000px;top:0;width:';
+const cache = new Map();  // round -> {caption, fig}, of the trace cacheKey
+const ready = new Map();  // round -> an offscreen div with that round drawn
+let cacheKey = null;
+const div = () => element.querySelector('.rx-plot');
+// purge + newPlot: a third faster than Plotly.react when every trace changes (a new round always does)
+const plot = (d, fig) => { window.Plotly.purge(d); window.Plotly.newPlot(d, fig.data, fig.layout, CONFIG); };
+const drop = (d) => { window.Plotly.purge(d); d.remove(); };
+const park = (d, width) => {  // keep a drawn round offscreen, at most 3
+  d.style.cssText = OFF + width + 'px';
+  document.body.appendChild(d);
+  if (ready.has(d.__round)) drop(ready.get(d.__round));
+  ready.set(d.__round, d);
+  while (ready.size > 3) { const [r, x] = ready.entries().next().value; ready.delete(r); drop(x); }
+};
+const caption = (html) => {
+  const cap = document.querySelector('#rx-caption .prose') || document.querySelector('#rx-caption');
+  if (cap && html) cap.innerHTML = html;
+};
+const show = (r, entry) => {
+  const host = div(), pre = ready.get(r);
+  if (pre) {  // swap the drawn div in; the one shown goes offscreen
+    ready.delete(r);
+    const width = host.clientWidth;
+    pre.style.cssText = ON;
+    host.replaceWith(pre);
+    if (host.__round !== undefined && host.__key === cacheKey) park(host, width); else drop(host);
+  } else {
+    plot(host, entry.fig);
+    host.__round = r; host.__key = cacheKey;
+  }
+  caption((entry || {}).caption);
+};
+const prepare = (r) => {
+  const host = div(), entry = cache.get(r);
+  if (!host || !entry || ready.has(r) || host.__round === r) return;
+  const d = document.createElement('div');
+  d.className = 'rx-plot';
+  d.style.cssText = OFF + host.clientWidth + 'px';
+  document.body.appendChild(d);
+  plot(d, entry.fig);
+  d.__round = r; d.__key = cacheKey;
+  park(d, host.clientWidth);
+};
 const draw = () => {
-  const div = element.querySelector('.rx-plot');
-  if (!window.Plotly || !div) { setTimeout(draw, 100); return; }
+  if (!window.Plotly || !div()) { setTimeout(draw, 100); return; }
   if (!props.value) return;
-  const fig = JSON.parse(props.value);
-  window.Plotly.react(div, fig.data, fig.layout, {responsive: true, displaylogo: false});
+  const v = JSON.parse(props.value);
+  if (!v.fig) { plot(div(), v); div().__round = undefined; return; }  // a placeholder figure
+  if (v.key !== cacheKey) { cache.clear(); ready.forEach(drop); ready.clear(); cacheKey = v.key; }
+  cache.set(v.round, {caption: v.caption, fig: v.fig});
+  if (v.next) cache.set(v.next.round, {caption: v.next.caption, fig: v.next.fig});
+  while (cache.size > 16) cache.delete(cache.keys().next().value);
+  if (div().__round !== v.round || div().__key !== v.key) show(v.round, cache.get(v.round));
+  // drawn ahead once this frame is painted (rAF runs before the paint, its timeout after it)
+  if (v.next) requestAnimationFrame(() => setTimeout(() => prepare(v.next.round), 0));
 };
 watch('value', draw);
 draw();
-// a click on a timeline bar opens that round (bound once per timeline plot element)
-setInterval(() => {
-  const tl = document.querySelector('#rx-timeline .js-plotly-plot');
-  if (tl && tl.on && !tl.__rxBound) {
-    tl.__rxBound = true;
-    tl.on('plotly_click', (ev) => {
-      const p = ev && ev.points && ev.points[0];
-      if (p) trigger('click', {round: Math.round(p.x)});
-    });
-  }
-}, 1000);
+// next / prev: show a neighbour at once (capture phase: before Gradio sends the call)
+const step = (delta) => {
+  const d = div();
+  if (!d || d.__round === undefined || d.__key !== cacheKey) return;
+  const r = d.__round + delta;
+  if (ready.has(r) || cache.has(r)) show(r, cache.get(r));
+};
+// (window.__rxNoCache = true turns this off, to measure the server's path: test_app_browser.py)
+if (!window.__rxNavBound) {  // on the document: the buttons may mount after this component
+  window.__rxNavBound = true;
+  document.addEventListener('click', (e) => {
+    const b = e.target.closest && e.target.closest('#rx-next, #rx-prev');
+    if (b && !window.__rxNoCache) step(b.id === 'rx-next' ? 1 : -1);
+  }, true);
+}
+"""
+
+# The timeline, drawn the same way (a gr.Plot kept detached DOM alive on every streamed update: 1.4 M
+# nodes after a 2,000-round run); a click on a bar opens that round.
+JS_TIMELINE = """
+const draw = () => {
+  const d = element.querySelector('.rx-plot');
+  if (!window.Plotly || !d) { setTimeout(draw, 100); return; }
+  if (!props.value) return;
+  const f = JSON.parse(props.value);
+  Promise.resolve(window.Plotly.react(d, f.data, f.layout, {responsive: true, displaylogo: false})).then(() => {
+    if (d.on && !d.__rxBound) {
+      d.__rxBound = true;
+      d.on('plotly_click', (ev) => {
+        const p = ev && ev.points && ev.points[0];
+        if (p) trigger('click', {round: Math.round(p.x)});
+      });
+    }
+  });
+};
+watch('value', draw);
+draw();
 """
 
 SYSTEM_FONTS = ["system-ui", "-apple-system", "Segoe UI", "Roboto", "Helvetica Neue", "Arial",
@@ -76,14 +168,34 @@ CSS = render.CSS + """
 
 # ---------------------------------------------------------------- view helpers (pure over state)
 
-def _round_outputs(trace: dict | None, i: int):
-    """(slider value, caption, round figure JSON) for round i of a trace."""
+def _view_key(state: dict) -> int:
+    """A number that changes whenever the session shows another trace: the browser's figure-cache key."""
+    if state.get("keyed") is not state.get("trace"):
+        state["keyed"], state["view_key"] = state.get("trace"), state.get("view_key", 0) + 1
+    return state["view_key"]
+
+
+def _round_outputs(state: dict, i: int, prefetch: bool = True):
+    """(slider value, caption, round figure payload) for round i of the session's trace; the payload
+    also carries round i+1 (prefetch) for the browser's next-round cache."""
+    trace = state.get("trace")
     rounds = trace.get("rounds", []) if trace else []
     if not rounds:
         return 0, "No rounds to show.", plots.empty_figure("no round yet").to_json()
     i = session.clamp_round(trace, i)
-    rec = rounds[i]
-    return i, render.round_caption(rec, i, len(rounds)), plots.round_figure(rec, trace.get("token_texts", {})).to_json()
+    texts = trace.get("token_texts", {})
+
+    def part(k: int) -> tuple[str, str]:
+        return render.round_caption(rounds[k], k, len(rounds)), plots.round_figure(rounds[k], texts).to_json()
+
+    caption, fig = part(i)
+    nxt = "null"
+    if prefetch and i + 1 < len(rounds):
+        c2, f2 = part(i + 1)
+        nxt = f'{{"round":{i + 1},"caption":{json.dumps(c2)},"fig":{f2}}}'
+    payload = (f'{{"key":{_view_key(state)},"round":{i},"caption":{json.dumps(caption)},"fig":{fig},'
+               f'"next":{nxt}}}')
+    return i, caption, payload
 
 
 def _slider(trace: dict | None, i: int | None = None):
@@ -119,14 +231,38 @@ def _timeline(trace: dict | None, title: str = "accepted length per round"):
     return plots.timeline_figure(trace["rounds"], title)
 
 
+def _timeline_json(trace: dict | None) -> str:
+    return _timeline(trace).to_json()
+
+
 def show_trace(state: dict, i: int = 0, status: str = ""):
     """Everything that depends on the shown trace: text, metrics, slider, caption, figures, analyses."""
     trace = state.get("trace")
-    i, caption, fig = _round_outputs(trace, i)
+    i, caption, fig = _round_outputs(state, i)
     state["view"] = i
     res, h, g = _analyses(trace)
-    return (state, _text(trace), _metrics(state, status), _slider(trace, i), caption, fig, _timeline(trace),
+    return (state, _text(trace), _metrics(state, status), _slider(trace, i), caption, fig, _timeline_json(trace),
             gr.update(value=state.get("trace_file"), interactive=bool(state.get("trace_file"))), res, h, g)
+
+
+def _run_name(trace: dict) -> str:
+    cfg = trace.get("config") or {}
+    return f"{cfg.get('mode', '?')} / {cfg.get('rule', '?')}"
+
+
+def compare_views(state: dict):
+    """Side by side: (comparison metrics, its timeline, this run's metrics, its timeline, the comparison's
+    assembly on this run's rounds, this run's assembly on the comparison's rounds, counterfactual totals)."""
+    a, b = state.get("trace"), state.get("compare")
+    an, bn = _run_name(a or {}), _run_name(b or {})
+    b_cfg, a_cfg = (b or {}).get("config") or {}, (a or {}).get("config") or {}
+    a_cf, a_sum = analysis.counterfactual(a, b_cfg.get("mode"), b_cfg.get("rule"), f"comparison's {bn}")
+    b_cf, b_sum = analysis.counterfactual(b, a_cfg.get("mode"), a_cfg.get("rule"), f"this run's {an}")
+    return (render.metrics_view(session.stats_of(b), status=f"comparison: {bn}"),
+            _timeline(b, f"comparison ({bn}): accepted length per round"),
+            render.metrics_view(session.stats_of(a), status=f"this run: {an}"),
+            _timeline(a, f"this run ({an}): accepted length per round"),
+            a_cf, b_cf, {f"{bn} on this run's rounds": a_sum, f"{an} on the comparison's rounds": b_sum})
 
 
 def _to_int(value, label: str, lo: int, hi: int) -> int:
@@ -142,7 +278,15 @@ def _to_int(value, label: str, lo: int, hi: int) -> int:
     return v
 
 
-def parse_inputs(prompt, mode, rule, temperature, seed, max_new):
+def parse_shifted(value) -> int | str | None:
+    """"all" -> None (no cap), "auto" -> the cost budget, a whole number >= 0 -> that cap."""
+    v = "all" if value is None else str(value).strip().lower()
+    if v in ("all", "auto"):
+        return None if v == "all" else "auto"
+    return _to_int(v, "Shifted blocks", 0, 4096)
+
+
+def parse_inputs(prompt, mode, rule, temperature, seed, max_new, shifted="all"):
     """Check the controls; raise gr.Error naming the field (the app keeps serving)."""
     if not isinstance(prompt, str) or not prompt.strip():
         raise gr.Error("Prompt: is empty; type a prompt or pick an example", title="Bad input")
@@ -160,7 +304,7 @@ def parse_inputs(prompt, mode, rule, temperature, seed, max_new):
         raise gr.Error(f"Temperature: must be between 0 and 10, got {t}", title="Bad input")
     s = _to_int(seed, "Seed", 0, 2**31 - 1)
     n = _to_int(max_new, "Max new tokens", 1, session.APP_MAX_NEW_TOKENS)
-    return prompt, mode, rule, t, s, n
+    return prompt, mode, rule, t, s, n, parse_shifted(shifted)
 
 
 def _engine_or_error(loader):
@@ -173,14 +317,15 @@ def _engine_or_error(loader):
     raise gr.Error("Model: still loading; try again in a few seconds (see the status line)")
 
 
-def start_run(engine, prompt, mode, rule, t, s, n):
+def start_run(engine, prompt, mode, rule, t, s, n, k=None):
     """(run, prompt ids) or gr.Error naming the field the engine rejected."""
     from engine.decode import DecodeConfig
     from engine.errors import InputError
 
     try:
         ids = engine.encode_prompt(prompt)
-        run = engine.run(ids, DecodeConfig(mode=mode, rule=rule, temperature=t, seed=s, max_new_tokens=n))
+        run = engine.run(ids, DecodeConfig(mode=mode, rule=rule, temperature=t, seed=s, max_new_tokens=n,
+                                           max_shifted=k))
     except InputError as e:
         raise gr.Error(f"{session.field_label(e.field)}: {e.message}", title="Bad input")
     return run, ids
@@ -230,6 +375,9 @@ def build_ui(loader) -> gr.Blocks:
                 with gr.Row():
                     mode = gr.Dropdown(MODES, value="reanchor", label="Mode", elem_id="rx-mode")
                     rule = gr.Dropdown(RULES, value="earliest", label="Attachment rule", elem_id="rx-rule")
+                    shifted = gr.Dropdown(SHIFTED_CHOICES, value="all", label="Shifted blocks",
+                                          allow_custom_value=True, elem_id="rx-shifted",
+                                          info="per round: all (paper), auto (cost budget) or at most N")
                 with gr.Row():
                     temperature = gr.Number(value=0.0, label="Temperature", elem_id="rx-temperature")
                     seed = gr.Number(value=0, label="Seed", precision=0, elem_id="rx-seed")
@@ -267,18 +415,35 @@ def build_ui(loader) -> gr.Blocks:
         gr.HTML(render.FIGURE_LEGEND)
         round_plot = gr.HTML(plots.empty_figure("no round yet").to_json(), html_template=PLOT_TEMPLATE,
                              js_on_load=JS_PLOT, apply_default_css=False, elem_id="rx-round-plot")
-        timeline_plot = gr.Plot(plots.empty_figure("no run yet", 200), show_label=False, elem_id="rx-timeline")
+        timeline_plot = gr.HTML(plots.empty_figure("no run yet", 200).to_json(), html_template=PLOT_TEMPLATE,
+                                js_on_load=JS_TIMELINE, apply_default_css=False, elem_id="rx-timeline")
         timer = gr.Timer(PLAY_INTERVAL_S, active=False)
         status_timer = gr.Timer(1.0, active=loader.loading)
 
-        with gr.Accordion("Compare: a second run on the same prompt and seed", open=False):
+        with gr.Accordion("Compare: a second run on the same prompt and seed, side by side", open=False):
+            gr.Markdown("Runs the prompt box's prompt with the comparison mode and rule (same temperature, seed, "
+                        "max new tokens and shifted blocks). Under each run: the other's assembly replayed on "
+                        "its rounds, from the same state and the same drafted blocks (the per-round "
+                        "counterfactual; T=0 only).", elem_classes=["rx-status"])
             with gr.Row():
                 cmp_mode = gr.Dropdown(MODES, value="dflash", label="Comparison mode", elem_id="rx-cmp-mode")
                 cmp_rule = gr.Dropdown(RULES, value="earliest", label="Comparison rule", elem_id="rx-cmp-rule")
                 cmp_btn = gr.Button("Run comparison", elem_id="rx-cmp-run")
-            cmp_metrics = gr.HTML(render.metrics_view(None, status="no comparison yet"), elem_id="rx-cmp-metrics")
-            cmp_timeline = gr.Plot(plots.empty_figure("no comparison yet", 200), show_label=False,
-                                   elem_id="rx-cmp-timeline")
+            with gr.Row(equal_height=False):
+                with gr.Column(min_width=320):
+                    cmp_a_metrics = gr.HTML(render.metrics_view(None, status="this run"), elem_id="rx-cmp-a-metrics")
+                    cmp_a_timeline = gr.Plot(plots.empty_figure("no comparison yet", 200), show_label=False,
+                                             elem_id="rx-cmp-a-timeline")
+                    cmp_a_cf = gr.Plot(plots.empty_figure("no comparison yet", 200), show_label=False,
+                                       elem_id="rx-cmp-a-cf")
+                with gr.Column(min_width=320):
+                    cmp_metrics = gr.HTML(render.metrics_view(None, status="no comparison yet"),
+                                          elem_id="rx-cmp-metrics")
+                    cmp_timeline = gr.Plot(plots.empty_figure("no comparison yet", 200), show_label=False,
+                                           elem_id="rx-cmp-timeline")
+                    cmp_b_cf = gr.Plot(plots.empty_figure("no comparison yet", 200), show_label=False,
+                                       elem_id="rx-cmp-b-cf")
+            cmp_json = gr.JSON(label="Counterfactual totals", elem_id="rx-cmp-json")
 
         with gr.Accordion("Analyses of the current run", open=False):
             with gr.Row():
@@ -304,14 +469,14 @@ def build_ui(loader) -> gr.Blocks:
         def on_status():
             return loader.status(), gr.Timer(active=loader.loading)
 
-        def on_run(prompt_v, mode_v, rule_v, temp_v, seed_v, max_v, st):
+        def on_run(prompt_v, mode_v, rule_v, temp_v, seed_v, max_v, shifted_v, st):
             st = st if isinstance(st, dict) else session.new_state()
-            p, m, r, t, s, n = parse_inputs(prompt_v, mode_v, rule_v, temp_v, seed_v, max_v)
+            p, m, r, t, s, n, k = parse_inputs(prompt_v, mode_v, rule_v, temp_v, seed_v, max_v, shifted_v)
             engine = _engine_or_error(loader)
             if st.get("run") is not None:
                 raise gr.Error("Run: a run is already in progress in this session; press Stop first")
-            run, ids = start_run(engine, p, m, r, t, s, n)
-            config = {"mode": m, "rule": r, "temperature": t, "seed": s, "max_new_tokens": n}
+            run, ids = start_run(engine, p, m, r, t, s, n, k)
+            config = {"mode": m, "rule": r, "temperature": t, "seed": s, "max_new_tokens": n, "max_shifted": k}
             st["run"] = run
             st["follow"] = True if st.get("follow") is None else st["follow"]
             skip = gr.skip()
@@ -335,15 +500,17 @@ def build_ui(loader) -> gr.Blocks:
                     fig_out = cap_out = skip
                     if st.get("follow"):
                         if now - last_fig >= FIG_INTERVAL_S or i == 0:
-                            _, cap_out, fig_out = _round_outputs(live, i)
+                            _, cap_out, fig_out = _round_outputs(st, i, prefetch=False)
                             last_fig = now
                     tl_out = skip
-                    if now - last_tl >= TIMELINE_INTERVAL_S or i == 0:
-                        tl_out = _timeline(live)
+                    if now - last_tl >= TIMELINE_INTERVAL_S * max(1.0, i / TIMELINE_ROUNDS) or i == 0:
+                        tl_out = _timeline_json(live)
                         last_tl = now
                     slider_out = _slider(live, i if st.get("follow") else None)
                     status = "stopping at the next round…" if st.get("stopping") else f"running… round {i}"
-                    yield (st, _text(live), _metrics(st, status), slider_out, cap_out, fig_out,
+                    text = render.text_view(live["prompt_ids"], live["first_token"], live["rounds"],
+                                            live["token_texts"], tail=STREAM_TAIL)
+                    yield (st, text, _metrics(st, status), slider_out, cap_out, fig_out,
                            tl_out, gr.update(interactive=False), skip, skip, skip)
             finally:  # normal end, Stop, or the generator closed (client gone / cancelled)
                 run.stop()
@@ -367,7 +534,7 @@ def build_ui(loader) -> gr.Blocks:
         def goto(st, i):
             st = st if isinstance(st, dict) else session.new_state()
             trace = st.get("trace")
-            i, cap, fig = _round_outputs(trace, i)
+            i, cap, fig = _round_outputs(st, i)
             st["view"] = i
             following = st.get("run") is not None and trace and i == len(trace.get("rounds", [])) - 1
             follow_out = gr.skip()
@@ -408,8 +575,8 @@ def build_ui(loader) -> gr.Blocks:
                 return gr.skip(), gr.skip(), gr.skip(), gr.skip()
             return goto(st, int(r))
 
-        round_plot.click(on_timeline_click, [state], nav_out, show_progress="hidden", api_name="timeline_click",
-                         queue=False)
+        timeline_plot.click(on_timeline_click, [state], nav_out, show_progress="hidden",
+                            api_name="timeline_click", queue=False)
         text_box.click(on_token_click, [state], nav_out, show_progress="hidden", api_name="token_click",
                        queue=False)
 
@@ -454,7 +621,7 @@ def build_ui(loader) -> gr.Blocks:
         status_timer.tick(on_status, None, [model_status, status_timer], show_progress="hidden",
                           api_name="model_status")
 
-        run_btn.click(on_run, [prompt, mode, rule, temperature, seed, max_new, state], view_out,
+        run_btn.click(on_run, [prompt, mode, rule, temperature, seed, max_new, shifted, state], view_out,
                       concurrency_limit=1, concurrency_id="model", show_progress="minimal", api_name="run")
         stop_btn.click(on_stop, [state], None, queue=False, show_progress="hidden", api_name="stop")
 
@@ -483,13 +650,15 @@ def build_ui(loader) -> gr.Blocks:
 
         example_trace.input(on_example_trace, [example_trace, state], view_out, api_name="example_trace")
 
-        def on_compare(prompt_v, mode_v, rule_v, temp_v, seed_v, max_v, st):
+        def on_compare(prompt_v, mode_v, rule_v, temp_v, seed_v, max_v, shifted_v, st):
             st = st if isinstance(st, dict) else session.new_state()
-            p, m, r, t, s, n = parse_inputs(prompt_v, mode_v, rule_v, temp_v, seed_v, max_v)
+            p, m, r, t, s, n, k = parse_inputs(prompt_v, mode_v, rule_v, temp_v, seed_v, max_v, shifted_v)
             engine = _engine_or_error(loader)
-            run, ids = start_run(engine, p, m, r, t, s, n)
-            config = {"mode": m, "rule": r, "temperature": t, "seed": s, "max_new_tokens": n}
-            last = 0.0
+            if st.get("run") is not None:
+                raise gr.Error("Run comparison: a run is in progress in this session; press Stop first")
+            run, ids = start_run(engine, p, m, r, t, s, n, k)
+            config = {"mode": m, "rule": r, "temperature": t, "seed": s, "max_new_tokens": n, "max_shifted": k}
+            last, skip = 0.0, gr.skip()
             st["run"] = run
             try:
                 for live, _ in stream_run(engine, run, ids, config):
@@ -497,19 +666,17 @@ def build_ui(loader) -> gr.Blocks:
                         last = time.monotonic()
                         yield (st, render.metrics_view(session.stats_of(live), status=f"comparison running… "
                                                        f"round {len(live['rounds']) - 1}"),
-                               gr.skip(), gr.skip())
+                               skip, skip, skip, skip, skip, skip, skip)
             finally:
                 run.stop()
                 st["run"], st["stopping"] = None, False
-            cmp = run.trace()
-            st["compare"] = cmp
-            title = f"comparison ({m}, {r}): accepted length per round"
-            yield (st, render.metrics_view(cmp["stats"], status=f"comparison: {m} / {r}"),
-                   _timeline(cmp, title), _metrics(st, "with comparison"))
+            st["compare"] = run.trace()
+            yield (st, *compare_views(st), _metrics(st, "with comparison"))
 
-        cmp_btn.click(on_compare, [prompt, cmp_mode, cmp_rule, temperature, seed, max_new, state],
-                      [state, cmp_metrics, cmp_timeline, metrics], concurrency_limit=1, concurrency_id="model",
-                      show_progress="minimal", api_name="compare")
+        cmp_btn.click(on_compare, [prompt, cmp_mode, cmp_rule, temperature, seed, max_new, shifted, state],
+                      [state, cmp_metrics, cmp_timeline, cmp_a_metrics, cmp_a_timeline, cmp_a_cf, cmp_b_cf, cmp_json,
+                       metrics], concurrency_limit=1, concurrency_id="model", show_progress="minimal",
+                      api_name="compare")
 
         demo.load(on_load, [state], view_out, api_name="show_example")
     return demo

@@ -11,8 +11,12 @@ Quantities that need the target's choice off the accepted chain use `target_top1
 """
 from __future__ import annotations
 
+import random
 from collections import Counter
 from typing import Iterator
+
+from .attach import MODES, RULES, assemble
+from .trie import accept, build_trie
 
 Traces = dict | list[dict]
 
@@ -187,6 +191,52 @@ def round_sizes(traces: Traces) -> dict:
     return {"shifted_drafted": _rate(drafted, n), "shifted_available": _rate(avail, n),
             "trie_nodes": _rate(nodes, n), "draft_ms": _rate(draft_ms, n),
             "verify_ms": _rate(verify_ms, n)}
+
+
+# -- counterfactuals: another assembly on the same rounds ------------------------------------------
+
+def counterfactual(trace: dict, mode: str, rule: str, seed: int = 0) -> list[dict]:
+    """Per round of a T=0 trace: the drafts another (mode, rule) would have accepted from the same
+    state and the same drafted blocks (assembly is all that differs between modes, ALGORITHM.md).
+
+    At T=0 the committed text is the target's greedy continuation (lossless), so a trie's accepted
+    length is how far it follows what the run committed after the anchor. `cut` marks rounds where
+    the counterfactual reached the end of the run (its length is then a lower bound). `random` uses
+    its own seeded draws, not the engine's. Raises ValueError when the trace cannot answer.
+    """
+    cfg = trace.get("config") or {}
+    if mode not in MODES or rule not in RULES:
+        raise ValueError(f"counterfactual: unknown mode {mode!r} or rule {rule!r}")
+    if float(cfg.get("temperature") or 0) != 0:
+        raise ValueError("counterfactual: needs a T=0 trace (at T>0 acceptance is a draw, not a function of the drafts)")
+    if mode not in ("ar", "dflash") and cfg.get("mode") in ("ar", "dflash"):
+        raise ValueError(f"counterfactual: a {cfg.get('mode')} trace drafted no shifted blocks, so {mode} "
+                         "cannot be replayed on it; make the run with shifted blocks the main run")
+    rounds = trace["rounds"]
+    committed = [list(r.get("new_tokens", [])) for r in rounds]
+    rows = []
+    for i, r in enumerate(rounds):
+        ref = [tok for c in committed[i:] for tok in c]   # ref[k]: the token at position anchor_pos + 1 + k
+        if mode == "ar":
+            a2 = 0
+        else:
+            shifted = {} if mode == "dflash" else {b["d"]: b["tokens"] for b in r["shifted"]}
+            paths, _ = assemble(r["baseline"], shifted, mode, rule, random.Random(seed * 1_000_003 + i))
+            trie = build_trie([p.tokens for p in paths], cfg.get("max_trie_nodes"))
+            chain, _ = accept(trie, lambda n: ref[trie.depths[n]] if trie.depths[n] < len(ref) else -1)
+            a2 = len(chain) - 1
+        rows.append({"round": i, "actual": int(r["accepted"]), "counterfactual": a2, "cut": a2 >= len(ref)})
+    return rows
+
+
+def counterfactual_summary(rows: list[dict]) -> dict:
+    """Totals over rounds: tau actual vs counterfactual (accepted + 1), rounds better / worse / same."""
+    n = len(rows)
+    diff = [r["counterfactual"] - r["actual"] for r in rows]
+    return {"rounds": n, "tau": _rate(sum(r["actual"] + 1 for r in rows), n),
+            "counterfactual_tau": _rate(sum(r["counterfactual"] + 1 for r in rows), n),
+            "better": sum(d > 0 for d in diff), "worse": sum(d < 0 for d in diff),
+            "same": sum(d == 0 for d in diff), "extra_drafts": sum(diff), "cut": sum(r["cut"] for r in rows)}
 
 
 def summarize(traces: Traces) -> dict:

@@ -5,6 +5,7 @@ Nothing here is a mock: traces come from the engine running tiny random Llama/Qw
 """
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -70,26 +71,35 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def save_tiny_folders(root: Path, kind: str = "qwen3") -> tuple[Path, Path]:
+def save_tiny_folders(root: Path, kind: str = "qwen3", context: int | None = None) -> tuple[Path, Path]:
     """Target and drafter folders as a user passes them (--target/--drafter). On the tiny Qwen3 target
-    "a b c d e f g" runs to max_new_tokens (no end of turn), which the Stop tests need."""
+    "a b c d e f g" runs to max_new_tokens (no end of turn), which the Stop tests need. `context` raises
+    max_position_embeddings (512) for long runs; RoPE positions need no weights, so the models are the same."""
     sys.path.insert(0, str(REPO / "tests"))
     from tiny import save_tiny
 
-    return save_tiny(Path(root), kind, 0)
+    target, drafter = save_tiny(Path(root), kind, 0)
+    if context:
+        for folder in (target, drafter):
+            cfg = folder / "config.json"
+            cfg.write_text(json.dumps({**json.loads(cfg.read_text()), "max_position_embeddings": context},
+                                      indent=2))
+    return target, drafter
 
 
 class AppProcess:
     """`python -m app ...` in a subprocess; its log goes to a file the tests can read."""
 
-    def __init__(self, args: list[str], log_path: Path):
+    def __init__(self, args: list[str], log_path: Path, launcher: list[str] | None = None,
+                 env: dict[str, str] | None = None):
+        """launcher replaces `python -m app` (e.g. tests/netaudit.py's command line); env adds variables."""
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/"
         self.log_path = Path(log_path)
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
         self._log = open(self.log_path, "w")
-        self.proc = subprocess.Popen([PYTHON, "-m", "app", "--port", str(self.port), *args], cwd=REPO,
-                                     stdout=self._log, stderr=subprocess.STDOUT, env=env)
+        self.proc = subprocess.Popen([*(launcher or [PYTHON, "-m", "app"]), "--port", str(self.port), *args],
+                                     cwd=REPO, stdout=self._log, stderr=subprocess.STDOUT, env=env)
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
@@ -135,6 +145,18 @@ class AppProcess:
                 self.proc.kill()
                 self.proc.wait(5)
         self._log.close()
+
+
+def launched_tiny_app(tmp_path_factory, context: int | None = None):
+    """Yields `python -m app` serving the tiny Qwen3 target and drafter (a module fixture's body)."""
+    target, drafter = save_tiny_folders(tmp_path_factory.mktemp("tiny"), context=context)
+    proc = AppProcess(["--target", str(target), "--drafter", str(drafter)],
+                      tmp_path_factory.mktemp("applog") / "app.log")
+    try:
+        proc.wait_up()
+        yield proc
+    finally:
+        proc.stop()
 
 
 def chromium_or_skip():

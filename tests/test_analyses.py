@@ -171,3 +171,62 @@ def test_real_traces_invariants(real_traces):
     assert w["groups"] <= w["groups_all"] and w["wins"] <= w["groups"] and w["wins_all"] <= w["groups_all"]
     # extension only adds tokens beyond the native block
     assert A.gain_by_offset(real_traces["extension-earliest"])["in_block"] == 0
+
+
+def _as_trace(r: dict, truth: list[int], mode: str = "reanchor", rule: str = "earliest") -> dict:
+    """One hand round as a T=0 trace whose committed text continues with the truth."""
+    return {"config": {"mode": mode, "rule": rule, "temperature": 0.0},
+            "rounds": [{**r, "new_tokens": truth[1:]}]}
+
+
+def test_counterfactual_hand_round():
+    t = _as_trace(make_round(BASE, SHIFTED, TRUTH), TRUTH)
+    got = {(m, ru): A.counterfactual(t, m, ru)[0]["counterfactual"]
+           for m, ru in (("reanchor", "earliest"), ("dflash", "earliest"), ("shifted-fixed", "earliest"),
+                         ("in-block", "earliest"), ("extension", "earliest"), ("ar", "earliest"))}
+    # g(2) at t=1 gives 5; baseline alone 1; fixed keeps only g(3) at t=3 (rejected early): 1;
+    # in-block cuts g(2)'s path at the native block (4 drafts); extension grafts after a rejected baseline: 1
+    assert got == {("reanchor", "earliest"): 5, ("dflash", "earliest"): 1, ("shifted-fixed", "earliest"): 1,
+                   ("in-block", "earliest"): 4, ("extension", "earliest"): 1, ("ar", "earliest"): 0}
+    # earliest vs latest: g(1) matches at t=0 and t=2; only the later site follows the truth (the
+    # baseline alone accepts 2)
+    truth2 = [20, 30, 20, 21, 22, 23, 24, 25]
+    t2 = _as_trace(make_round([20, 30, 20, 9], {1: [20, 21, 22, 23]}, truth2, rule="all"), truth2, rule="all")
+    assert A.counterfactual(t2, "reanchor", "earliest")[0]["counterfactual"] == 2
+    assert A.counterfactual(t2, "reanchor", "latest")[0]["counterfactual"] == 5
+    assert A.counterfactual(t2, "reanchor", "all")[0] == {"round": 0, "actual": 5, "counterfactual": 5,
+                                                          "cut": False}
+    s = A.counterfactual_summary(A.counterfactual(t2, "reanchor", "earliest"))
+    assert (s["worse"], s["better"], s["extra_drafts"], s["tau"], s["counterfactual_tau"]) == (1, 0, -3, 6, 3)
+
+
+def test_counterfactual_refuses_what_a_trace_cannot_answer():
+    t = _as_trace(make_round(BASE, SHIFTED, TRUTH), TRUTH)
+    with pytest.raises(ValueError, match="T=0"):
+        A.counterfactual({**t, "config": {"mode": "reanchor", "temperature": 0.7}}, "dflash", "earliest")
+    with pytest.raises(ValueError, match="no shifted blocks"):
+        A.counterfactual({**t, "config": {"mode": "dflash", "temperature": 0}}, "reanchor", "earliest")
+    with pytest.raises(ValueError, match="unknown"):
+        A.counterfactual(t, "reanchor", "nearest")
+
+
+def test_counterfactual_of_a_runs_own_settings_is_what_it_did():
+    """On real T=0 traces (tiny random Llama), replaying a run's own (mode, rule) on its rounds gives
+    its accepted lengths, and dflash gives the baseline-alone lengths."""
+    from app_fixtures import CONFIGS, real_trace
+
+    checked = differs = 0
+    for mode, rule in CONFIGS:
+        t = real_trace("llama", mode, rule, "hi, j.", 48)
+        if rule == "random":
+            continue  # the replay draws its own random sites
+        own, base = A.counterfactual(t, mode, rule), A.counterfactual(t, "dflash", "earliest")
+        assert len(own) == len(t["rounds"])
+        for o, b, r in zip(own, base, t["rounds"]):
+            if not o["cut"]:
+                checked += 1
+                assert o["counterfactual"] == r["accepted"], (mode, rule, o)
+            if not b["cut"]:
+                assert b["counterfactual"] == A.baseline_accepted(r), (mode, rule, b)
+                differs += b["counterfactual"] != r["accepted"]
+    assert checked > 100 and differs > 0  # shifted blocks made a difference somewhere

@@ -13,8 +13,7 @@ import time
 
 import pytest
 
-from app_fixtures import (CHROMIUM_ARGS, OUTPUT, REPO, AppProcess, chromium_or_skip,
-                          save_tiny_folders)
+from app_fixtures import CHROMIUM_ARGS, OUTPUT, REPO, chromium_or_skip, launched_tiny_app
 
 playwright_api = pytest.importorskip("playwright.sync_api")
 
@@ -25,14 +24,7 @@ LONG_PROMPT = "a b c d e f g"
 @pytest.fixture(scope="module")
 def app(tmp_path_factory):
     chromium_or_skip()
-    target, drafter = save_tiny_folders(tmp_path_factory.mktemp("tiny"))
-    proc = AppProcess(["--target", str(target), "--drafter", str(drafter)],
-                      tmp_path_factory.mktemp("applog") / "app.log")
-    try:
-        proc.wait_up()
-        yield proc
-    finally:
-        proc.stop()
+    yield from launched_tiny_app(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
@@ -95,6 +87,34 @@ class Watched:
                 if not (u.startswith(f"http://127.0.0.1:{port}/") or u.startswith(("data:", "blob:")))]
 
 
+# Click #rx-next and wait for round i's figure in the page; returns the milliseconds, timed in the page.
+JS_TIMED_NEXT = """async (i) => {
+    const t0 = performance.now();
+    document.querySelector('#rx-next').click();
+    await new Promise((done, fail) => {
+      const check = () => {
+        const title = document.querySelector('#rx-round-plot .gtitle')?.textContent || '';
+        if (title.startsWith('round ' + i + ' ')) done();
+        else if (performance.now() - t0 > 20000) fail(new Error('round ' + i + ' not drawn'));
+        else requestAnimationFrame(check);
+      };
+      check();
+    });
+    return performance.now() - t0;
+}"""
+
+
+def _time_next_clicks(w: Watched, n: int) -> list[float]:
+    """Seconds from a click on "next" to the new round's figure in the page, for rounds 1..n."""
+    out = []
+    for i in range(1, n + 1):
+        ms = w.page.evaluate(JS_TIMED_NEXT, i)
+        w.wait_caption(f"Round {i} ")
+        w.page.wait_for_timeout(150)  # the next round is drawn ahead after the server's answer
+        out.append(ms / 1000)
+    return out
+
+
 def test_run_stream_inspect_in_browser(app, browser):
     OUTPUT.mkdir(exist_ok=True)
     w = Watched(browser, app.url)
@@ -120,27 +140,16 @@ def test_run_stream_inspect_in_browser(app, browser):
     last = int(m.group(1))
     assert last >= 3
 
-    # the scrubber: first / next / prev / last, timing each round switch in the browser
-    pg.click("#rx-first")
-    w.wait_caption("Round 0 ")
-    times = []
-    for i in range(1, min(last, 8) + 1):  # timed in the page: click to the new figure drawn
-        ms = pg.evaluate("""async (i) => {
-            const t0 = performance.now();
-            document.querySelector('#rx-next').click();
-            await new Promise((done, fail) => {
-              const check = () => {
-                const title = document.querySelector('#rx-round-plot .gtitle')?.textContent || '';
-                if (title.startsWith('round ' + i + ' ')) done();
-                else if (performance.now() - t0 > 20000) fail(new Error('round ' + i + ' not drawn'));
-                else requestAnimationFrame(check);
-              };
-              check();
-            });
-            return performance.now() - t0;
-        }""", i)
-        w.wait_caption(f"Round {i} ")
-        times.append(ms / 1000)
+    # the scrubber: first / next / prev / last, timing each round switch in the browser: "next" with the
+    # prefetched round drawn ahead (the page's path), then with that cache off (the server's path)
+    times, server_times = [], []
+    for no_cache, out in ((False, times), (True, server_times)):
+        pg.evaluate(f"() => {{ window.__rxNoCache = {str(no_cache).lower()}; }}")
+        pg.click("#rx-first")
+        w.wait_caption("Round 0 ")
+        pg.wait_for_timeout(300)
+        out.extend(_time_next_clicks(w, min(last, 8)))
+    pg.evaluate("() => { window.__rxNoCache = false; }")
     pg.click("#rx-prev")
     w.wait_caption(f"Round {min(last, 8) - 1} ")
     pg.click("#rx-last")
@@ -170,11 +179,34 @@ def test_run_stream_inspect_in_browser(app, browser):
     time.sleep(2 * 0.8)
     assert w.caption() == held, "pause should stop the player"
 
+    # "next" draws the prefetched round from the browser's cache, then the server's answer agrees
+    pg.click("#rx-first")
+    w.wait_caption("Round 0 ")
+    pg.wait_for_timeout(300)
+    pg.click("#rx-next")
+    w.wait_caption("Round 1 ")
+    pg.wait_for_timeout(500)
+    assert pg.locator("#rx-round-plot .gtitle").text_content().startswith("round 1 ")
+    assert pg.locator("#rx-caption").inner_text().count("Round 1 ") == 1  # one caption, not two
+
+    # Compare: a dflash run side by side, each with the other's assembly replayed on its rounds
+    pg.get_by_text("Compare: a second run").click()
+    pg.click("#rx-cmp-run")
+    pg.wait_for_function(
+        "() => (document.querySelector('#rx-cmp-metrics')?.innerText || '').includes('comparison: dflash')",
+        timeout=60000)
+    for fig_id in ("#rx-cmp-a-timeline", "#rx-cmp-timeline", "#rx-cmp-a-cf", "#rx-cmp-b-cf"):
+        pg.wait_for_selector(f"{fig_id} .js-plotly-plot", timeout=30000)
+    assert pg.locator("#rx-cmp-a-cf .js-plotly-plot .trace.bars").count() == 1  # the counterfactual drew
+    pg.get_by_text("Compare: a second run").click()
+
     pg.screenshot(path=str(OUTPUT / "app.png"), full_page=True)
     if os.environ.get("REANCHOR_UPDATE_SCREENSHOT"):
         shutil.copy(OUTPUT / "app.png", REPO / "app" / "screenshot.png")
     report = {"round_switch_ms": [round(t * 1000, 1) for t in times],
-              "round_switch_ms_median": round(statistics.median(times) * 1000, 1)}
+              "round_switch_ms_median": round(statistics.median(times) * 1000, 1),
+              "server_path_ms": [round(t * 1000, 1) for t in server_times],
+              "server_path_ms_median": round(statistics.median(server_times) * 1000, 1)}
     (OUTPUT / "browser_timing.json").write_text(json.dumps(report, indent=1))
     print("browser round switch (click to drawn figure):", report)
     assert statistics.median(times) < 5.0  # generous: CI machines are slow; see test-output for numbers

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import statistics
 import subprocess
 import time
 import urllib.request
@@ -12,7 +13,7 @@ from html import unescape
 import pytest
 
 from app import plots
-from app_fixtures import PYTHON, REPO, AppProcess, save_tiny_folders
+from app_fixtures import OUTPUT, PYTHON, REPO, AppProcess, save_tiny_folders
 
 gradio_client = pytest.importorskip("gradio_client")
 from gradio_client import Client, handle_file  # noqa: E402
@@ -151,17 +152,38 @@ def test_exported_trace_loads_back_and_replays_the_same_rounds(app):
     trace = json.loads(open(path).read())
     n = len(trace["rounds"])
     assert n >= 2
-    before = [c.predict(i, api_name="/goto_round")[2] for i in range(n)]
+    before = [round_payload(c.predict(i, api_name="/goto_round")[2]) for i in range(n)]
 
     c2 = client(app)  # a fresh session: replay needs nothing but the file
     loaded = c2.predict(handle_file(path), api_name="/load_trace")
     assert loaded[TEXT] == result[TEXT]
     assert loaded[SLIDER]["maximum"] == result[SLIDER]["maximum"]
+    sizes = []
     for i in range(n):
         out = c2.predict(i, api_name="/goto_round")
-        assert out[2] == before[i]
-        assert out[2] == plots.round_figure(trace["rounds"][i], trace["token_texts"]).to_json()
-        assert out[1].startswith(f"Round {i} ")
+        got = round_payload(out[2])
+        sizes.append((len(json.dumps(got["fig"])), len(out[2])))
+        assert {k: got[k] for k in ("round", "caption", "fig", "next")} == \
+            {k: before[i][k] for k in ("round", "caption", "fig", "next")}
+        assert got["fig"] == json.loads(plots.round_figure(trace["rounds"][i], trace["token_texts"]).to_json())
+        assert got["round"] == i and got["caption"] == out[1] and out[1].startswith(f"Round {i} ")
+        # the prefetched next round is the one a "next" call returns
+        assert (got["next"] or {}).get("round") == (i + 1 if i + 1 < n else None)
+        if got["next"]:
+            assert got["next"]["fig"] == json.loads(
+                plots.round_figure(trace["rounds"][i + 1], trace["token_texts"]).to_json())
+    OUTPUT.mkdir(exist_ok=True)
+    report = {"rounds": n, "figure_kb_median": statistics.median(f for f, _ in sizes) / 1024,
+              "figure_kb_max": max(f for f, _ in sizes) / 1024,
+              "payload_kb_median": statistics.median(p for _, p in sizes) / 1024,
+              "payload_kb_max": max(p for _, p in sizes) / 1024}
+    (OUTPUT / "round_payload.json").write_text(json.dumps(report, indent=1))
+    print("round figure / payload with the prefetched next round (KB):", report)
+
+
+def round_payload(value: str) -> dict:
+    """The round figure's payload: {key, round, caption, fig, next} (app.ui._round_outputs)."""
+    return json.loads(value)
 
 
 @pytest.mark.parametrize("args,field", [
@@ -204,12 +226,63 @@ def test_bad_trace_files_are_refused(app, tmp_path):
     assert c.predict(api_name="/model_status")[0].startswith("ready")
 
 
-def test_compare_reports_ratios(app):
+# outputs of /compare (state excluded)
+CMP_METRICS, CMP_TIMELINE, CMP_A_METRICS, CMP_A_TIMELINE, CMP_A_CF, CMP_B_CF, CMP_JSON, CMP_MAIN_METRICS = range(8)
+
+
+def test_compare_side_by_side_with_counterfactual(app):
+    """Two runs side by side; each run's rounds replayed with the other's assembly. The replay of
+    dflash on a reanchor run is its baseline-alone length per round, taken here from the exported trace."""
+    from engine import analyses
+
     c = client(app)
-    c.predict(PROMPT, "reanchor", "earliest", 0, 0, 24, api_name="/run")
-    out = c.predict(PROMPT, "dflash", "earliest", 0, 0, 24, api_name="/compare")
-    assert "comparison: dflash" in out[0]
-    assert "vs comparison" in out[2] and "speed ratio" in out[2]
+    main = c.predict(PROMPT, "reanchor", "earliest", 0, 0, 40, "all", api_name="/run")
+    trace = json.loads(open(_export_path(app, main)).read())
+    out = c.predict(PROMPT, "dflash", "earliest", 0, 0, 40, "all", api_name="/compare")
+    assert "comparison: dflash / earliest" in out[CMP_METRICS]
+    assert "this run: reanchor / earliest" in out[CMP_A_METRICS]
+    assert "vs comparison" in out[CMP_MAIN_METRICS] and "speed ratio" in out[CMP_MAIN_METRICS]
+    totals = out[CMP_JSON]
+    dflash_on_a = totals["dflash / earliest on this run's rounds"]
+    rounds = trace["rounds"]
+    assert dflash_on_a["rounds"] == len(rounds)
+    want = sum(analyses.baseline_accepted(r) + 1 for r in rounds) / len(rounds)
+    assert dflash_on_a["counterfactual_tau"] == pytest.approx(want)
+    assert dflash_on_a["tau"] == pytest.approx(trace["stats"]["tau"])
+    # a dflash run drafted no shifted blocks: reanchor cannot be replayed on it, and the page says why
+    assert "no shifted blocks" in totals["reanchor / earliest on the comparison's rounds"]["unavailable"]
+    fig = plots_json(out[CMP_A_CF])
+    assert [t["type"] for t in fig["data"]] == ["bar", "scatter"]
+    assert list(fig["data"][1]["y"]) == [analyses.baseline_accepted(r) for r in rounds]
+    # at T>0 there is no counterfactual (acceptance is a draw)
+    c.predict(PROMPT, "reanchor", "earliest", 1.0, 3, 16, "all", api_name="/run")
+    out = c.predict(PROMPT, "dflash", "earliest", 1.0, 3, 16, "all", api_name="/compare")
+    assert "T=0" in out[CMP_JSON]["dflash / earliest on this run's rounds"]["unavailable"]
+
+
+def plots_json(value) -> dict:
+    """A gr.Plot output as gradio_client returns it: {"plot": figure JSON, ...}."""
+    v = value.get("plot") if isinstance(value, dict) else value
+    return json.loads(v) if isinstance(v, str) else v
+
+
+def test_shifted_block_budget(app, tiny_dirs):
+    """"Shifted blocks": a cap N limits every round to N shifted blocks; the text stays the target's
+    own (lossless); bad values are refused naming the field."""
+    c = client(app)
+    full = c.predict(LONG_PROMPT, "reanchor", "earliest", 0, 0, 40, "all", api_name="/run")
+    capped = c.predict(LONG_PROMPT, "reanchor", "earliest", 0, 0, 40, "1", api_name="/run")
+    t_full = json.loads(open(_export_path(app, full)).read())
+    t_cap = json.loads(open(_export_path(app, capped)).read())
+    assert t_cap["output_ids"] == t_full["output_ids"] == _cli(tiny_dirs, LONG_PROMPT, 40)["output_ids"]
+    assert max(len(r["shifted"]) for r in t_cap["rounds"]) == 1
+    assert max(len(r["shifted"]) for r in t_full["rounds"]) > 1
+    assert t_cap["config"]["max_shifted"] == 1 and t_full["config"]["max_shifted"] is None
+    auto = c.predict(LONG_PROMPT, "reanchor", "earliest", 0, 0, 24, "auto", api_name="/run")
+    assert json.loads(open(_export_path(app, auto)).read())["config"]["max_shifted"] == "auto"
+    for bad in ("-1", "many", "2.5"):
+        with pytest.raises(AppError, match="Shifted blocks"):
+            c.predict(PROMPT, "reanchor", "earliest", 0, 0, 16, bad, api_name="/run")
 
 
 @pytest.fixture(scope="module")

@@ -36,7 +36,7 @@ def _summary(app, c, result) -> dict:
             "config": {k: trace["config"][k] for k in ("mode", "rule", "temperature", "seed", "max_new_tokens")},
             # the session's own state after the other session ran: last round / round 0 of ITS trace
             "last_caption": _untimed(c.predict(api_name="/last_round")[1]),
-            "round0_fig": c.predict(0, api_name="/goto_round")[2]}
+            "round0_fig": json.loads(c.predict(0, api_name="/goto_round")[2])["fig"]}
 
 
 def test_sessions_at_once_each_get_their_own_run(app):
