@@ -178,7 +178,7 @@ def run_bench(args) -> dict:
         return DecodeConfig(mode=v.mode, rule=v.rule, temperature=args.temperature, seed=args.seed,
                             max_new_tokens=max_new, max_shifted=v.max_shifted,
                             max_trie_nodes=None if v.mode in ("ar", "dflash") else args.max_trie_nodes,
-                            ignore_eos=args.ignore_eos)
+                            ignore_eos=args.ignore_eos, block_size=args.block_size)
 
     for v in todo:  # bad flags fail now, not after an hour of decoding
         validate(cfg(v, args.max_new_tokens), eng.models)
@@ -231,7 +231,7 @@ def run_bench(args) -> dict:
     m = eng.models
     config.update(target_name=m.target_name, drafter_name=m.drafter_name, device_used=str(m.device),
                   dtype_used=str(m.dtype).replace("torch.", ""),
-                  block_size=getattr(m.drafter, "block_size", None), variants=[vars(v) for v in todo],
+                  block_size=args.block_size or getattr(m.drafter, "block_size", None), variants=[vars(v) for v in todo],
                   per_set_sample=PER_SET, load_s=round(load_s, 2), interrupted=interrupted,
                   skipped=skipped, hardware=_hardware(m.device), torch=_torch_version(),
                   date=time.strftime("%Y-%m-%d %H:%M:%S %Z"))
@@ -495,6 +495,8 @@ def _configure(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--ignore-eos", action="store_true", help="always generate --max-new-tokens")
     p.add_argument("--max-shifted", default=None, help="shifted blocks per round: K, auto or none")
     p.add_argument("--max-trie-nodes", type=int, default=None)
+    p.add_argument("--block-size", type=int, default=None,
+                   help="draft blocks of this size (default: the drafter's trained size)")
     p.add_argument("--traces", action="store_true", help="save every trace under DIR/traces")
     p.add_argument("--out", required=True, help="output folder")
     p.set_defaults(func=main)

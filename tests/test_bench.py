@@ -70,6 +70,23 @@ def test_outputs(bench_out):
     assert len(res["cost"]["verify"]) > 3 and len(res["cost"]["draft"]) > 3
 
 
+def test_block_size_flag(tiny_dirs):
+    """--block-size drafts shorter blocks than the drafter was trained for; every mode stays lossless."""
+    tmp, target, drafter, prompts = tiny_dirs
+    out = tmp / "out-b4"
+    cmd = [sys.executable, "-m", "engine", "bench", "--prompts", str(prompts), "--target", str(target),
+           "--drafter", str(drafter), "--max-new-tokens", "20", "--modes", "ar,dflash,reanchor",
+           "--block-size", "4", "--traces", "--out", str(out)]
+    p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    res = json.loads((out / "results.json").read_text())
+    assert res["config"]["block_size"] == 4
+    assert all(r["lossless"] == 1.0 for r in res["runs"])
+    for label in ("dflash", "reanchor"):
+        t = load_trace(out / "traces" / "tiny" / label / "p2.json")
+        assert {len(r["baseline"]) for r in t["rounds"]} <= {1, 2, 3, 4} and len(t["rounds"][0]["baseline"]) == 4
+
+
 def test_report_and_figure(bench_out):
     md = (bench_out / "report.md").read_text()
     for title in ("Table 2", "Table 4", "Table 5", "Table 6", "Table 7", "Table 8", "Table 1",
