@@ -6,6 +6,7 @@ fails on a trace, shows up as a message instead of breaking the tab.
 from __future__ import annotations
 
 import importlib
+import textwrap
 
 from . import plots
 
@@ -90,8 +91,8 @@ def counterfactual(trace: dict | None, mode: str, rule: str, name: str):
     try:
         rows = analyses.counterfactual(trace, mode, rule)
     except (ValueError, KeyError) as e:
-        return plots.empty_figure(str(e), 240), {"unavailable": str(e)}
+        return plots.empty_figure("<br>".join(textwrap.wrap(str(e), 60)), 240), {"unavailable": str(e)}
     s = analyses.counterfactual_summary(rows)
-    title = (f"{name} on these rounds: τ {s['tau']:.2f} → {s['counterfactual_tau']:.2f} "
-             f"({s['better']} rounds better, {s['worse']} worse, {s['same']} same)")
+    title = (f"{name} on these rounds (◆) vs accepted (bars)<br>τ {s['tau']:.2f} → "
+             f"{s['counterfactual_tau']:.2f}: {s['better']} rounds better, {s['worse']} worse, {s['same']} same")
     return plots.counterfactual_figure(rows, title), s

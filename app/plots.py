@@ -294,10 +294,10 @@ def counterfactual_figure(rows: list[dict], title: str) -> go.Figure:
                    customdata=[[d, " (end of run: at least)" if r["cut"] else ""] for d, r in zip(diff, rows)],
                    hovertemplate="round %{x}: would accept %{y} (%{customdata[0]:+d})%{customdata[1]}<extra></extra>"),
     ])
-    fig.update_layout(template="none", font=FONT, height=240, bargap=0.15, margin=dict(l=40, r=10, t=36, b=36),
+    fig.update_layout(template="none", font=FONT, height=250, bargap=0.15, margin=dict(l=40, r=10, t=52, b=36),
                       title=dict(text=title, x=0.01, font=dict(size=12)), xaxis=dict(title_text="round"),
                       yaxis=dict(title_text="accepted drafts"), plot_bgcolor="white", paper_bgcolor="white",
-                      legend=dict(orientation="h", x=1, xanchor="right", y=1.02, yanchor="bottom"))
+                      showlegend=False)  # the title says what bars and markers are
     return fig
 
 

@@ -259,9 +259,9 @@ def compare_views(state: dict):
     a_cf, a_sum = analysis.counterfactual(a, b_cfg.get("mode"), b_cfg.get("rule"), f"comparison's {bn}")
     b_cf, b_sum = analysis.counterfactual(b, a_cfg.get("mode"), a_cfg.get("rule"), f"this run's {an}")
     return (render.metrics_view(session.stats_of(b), status=f"comparison: {bn}"),
-            _timeline(b, f"comparison ({bn}): accepted length per round"),
+            _timeline(b, f"comparison: {bn}"),
             render.metrics_view(session.stats_of(a), status=f"this run: {an}"),
-            _timeline(a, f"this run ({an}): accepted length per round"),
+            _timeline(a, f"this run: {an}"),
             a_cf, b_cf, {f"{bn} on this run's rounds": a_sum, f"{an} on the comparison's rounds": b_sum})
 
 
