@@ -21,8 +21,9 @@ def _module():
         return None
 
 
-def compute(trace: dict) -> dict:
-    """{name: result} for every analysis; a missing or failing one gives {"unavailable": reason}."""
+def compute(trace: dict | list[dict]) -> dict:
+    """{name: result} for every analysis of one trace, or of several pooled; a missing or failing one
+    gives {"unavailable": reason}."""
     mod = _module()
     out = {}
     for name in NAMES:
@@ -34,8 +35,8 @@ def compute(trace: dict) -> dict:
             out[name] = jsonable(fn(trace))
         except Exception as e:  # a partial or odd trace must not break the tab
             out[name] = {"unavailable": f"{type(e).__name__}: {e}"}
-    rule = (trace.get("config") or {}).get("rule")
-    if rule != "all" and isinstance(out.get("earliest_win_rate"), dict):
+    rules = {(t.get("config") or {}).get("rule") for t in ([trace] if isinstance(trace, dict) else trace)}
+    if "all" not in rules and isinstance(out.get("earliest_win_rate"), dict):
         out["earliest_win_rate"] = {"note": "meaningful when the rule 'all' ran", **out["earliest_win_rate"]}
     return out
 

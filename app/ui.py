@@ -445,7 +445,8 @@ def build_ui(loader) -> gr.Blocks:
                                        elem_id="rx-cmp-b-cf")
             cmp_json = gr.JSON(label="Counterfactual totals", elem_id="rx-cmp-json")
 
-        with gr.Accordion("Analyses of the current run", open=False):
+        with gr.Accordion("Analyses of the current run, or of the example traces pooled", open=False):
+            examples_btn = gr.Button("Analyse the example traces (pooled)", size="sm", elem_id="rx-ex-analyses")
             with gr.Row():
                 hist_plot = gr.Plot(plots.empty_figure("no run"), show_label=False, elem_id="rx-hist")
                 gain_plot = gr.Plot(plots.empty_figure("no run"), show_label=False, elem_id="rx-gain")
@@ -649,6 +650,18 @@ def build_ui(loader) -> gr.Blocks:
             return show_trace(st, 0, "example trace")
 
         example_trace.input(on_example_trace, [example_trace, state], view_out, api_name="example_trace")
+
+        def on_example_analyses():
+            """The paper's analyses over every shipped example trace at once (recorded with the embedded model)."""
+            traces = [session.load_example(path) for _, path in trace_choices]
+            if not traces:
+                raise gr.Error("Analyse the example traces: none are installed (assets/traces)")
+            res = {"pooled": {"traces": [label for label, _ in trace_choices],
+                              "rounds": sum(len(t["rounds"]) for t in traces)}, **analysis.compute(traces)}
+            return (res, *analysis.figures(res))
+
+        examples_btn.click(on_example_analyses, None, [analysis_json, hist_plot, gain_plot], queue=False,
+                           api_name="example_analyses")
 
         def on_compare(prompt_v, mode_v, rule_v, temp_v, seed_v, max_v, shifted_v, st):
             st = st if isinstance(st, dict) else session.new_state()

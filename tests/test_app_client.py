@@ -295,6 +295,22 @@ def replay_app(tmp_path_factory):
         proc.stop()
 
 
+def test_example_traces_pooled_analyses(replay_app):
+    """The Analyses tab over every example trace at once equals engine.analyses on the pooled traces."""
+    from app.session import example_traces
+    from engine import analyses
+
+    found = example_traces()
+    if not found:
+        pytest.skip("no example traces installed")
+    res = client(replay_app).predict(api_name="/example_analyses")[0]
+    traces = [json.loads(open(path).read()) for _, path in found]
+    assert res["pooled"]["rounds"] == sum(len(t["rounds"]) for t in traces) > 0
+    hist = analyses.acceptance_histogram(traces)
+    assert res["acceptance_histogram"] == {str(k): v for k, v in hist.items()}
+    assert res["alignment_stats"] == json.loads(json.dumps(analyses.alignment_stats(traces)))
+
+
 def test_replay_only_app_needs_no_model(replay_app):
     """--no-model: example traces and loaded traces are explorable; a run says why it cannot start."""
     from app.session import example_traces
