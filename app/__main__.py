@@ -45,6 +45,11 @@ def launch(args: argparse.Namespace, block: bool = True):
     demo.queue(max_size=args.queue_size, default_concurrency_limit=8)
     demo.launch(server_name=args.host, server_port=args.port, share=False, inbrowser=False, show_error=False,
                 ssr_mode=False, max_file_size="20mb", theme=theme(), css=CSS, head=HEAD, footer_links=[],
+                # run_history off: Gradio would keep every call's inputs and outputs in the browser's
+                # localStorage (the next visitor of a shared browser sees them; its page offers to upload
+                # them to a Hugging Face bucket) and rewrite ~3 MB of it per click (round switches went
+                # from 50 to 250 ms over 100 clicks)
+                run_history=False,
                 enable_monitoring=False, mcp_server=False, prevent_thread_lock=not block, quiet=False,
                 state_session_capacity=200)
     return demo, loader

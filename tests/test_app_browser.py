@@ -212,6 +212,9 @@ def test_run_stream_inspect_in_browser(app, browser):
     assert statistics.median(times) < 5.0  # generous: CI machines are slow; see test-output for numbers
     assert not w.errors, w.errors
     assert not w.local_only(app.port), w.local_only(app.port)
+    # nothing of the visitor's run stays in the browser (Gradio's run history is off)
+    stored = pg.evaluate("() => JSON.stringify([Object.entries(localStorage), Object.entries(sessionStorage)])")
+    assert PROMPT not in stored and "reanchor" not in stored, stored[:500]
     pg.close()
 
 
