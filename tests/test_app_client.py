@@ -311,6 +311,28 @@ def test_example_traces_pooled_analyses(replay_app):
     assert res["alignment_stats"] == json.loads(json.dumps(analyses.alignment_stats(traces)))
 
 
+def test_unknown_model_path_is_reported_and_the_app_keeps_serving(tmp_path):
+    """--target naming nothing: the status line and a run's error name the target; traces still replay."""
+    from app.session import example_traces
+
+    missing = tmp_path / "no-such-model"
+    proc = AppProcess(["--target", str(missing)], tmp_path / "app.log")
+    try:
+        proc.wait_up()
+        c = client(proc)
+        deadline = time.monotonic() + 60
+        while "failed" not in (status := c.predict(api_name="/model_status")[0]) and time.monotonic() < deadline:
+            time.sleep(0.3)
+        assert "model loading failed" in status and "no-such-model" in status, status
+        with pytest.raises(AppError, match="Model: loading failed.*no-such-model"):
+            c.predict(PROMPT, "reanchor", "earliest", 0, 0, 16, api_name="/run")
+        found = example_traces()
+        if found:
+            assert "loaded trace" in c.predict(handle_file(found[0][1]), api_name="/load_trace")[METRICS]
+    finally:
+        proc.stop()
+
+
 def test_replay_only_app_needs_no_model(replay_app):
     """--no-model: example traces and loaded traces are explorable; a run says why it cannot start."""
     from app.session import example_traces
