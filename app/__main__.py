@@ -37,7 +37,8 @@ def launch(args: argparse.Namespace, block: bool = True):
     from .loader import ModelLoader
     import gradio as gr
 
-    from .ui import CSS, HEAD, PLOTLY_JS, build_ui, theme
+    from .page import CSS, HEAD, PLOTLY_JS, theme
+    from .ui import build_ui
 
     loader = ModelLoader(args.target, args.drafter, args.device, args.dtype, enabled=not args.no_model).start()
     gr.set_static_paths([str(PLOTLY_JS)])  # this one file, for HEAD's script tag

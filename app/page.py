@@ -1,0 +1,144 @@
+"""What runs in and styles the page: the browser-side JavaScript of the text view, the round figure
+and the timeline, the plotly.js script tag, the theme and the CSS; app.ui wires them to the components."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import gradio as gr
+import plotly
+
+from . import render
+
+# Clicking a token (a span with data-r / data-k in the text view) sends its round to Python.
+JS_TOKEN_CLICK = """
+element.addEventListener('click', (e) => {
+  const t = e.target.closest('[data-r]');
+  if (t) { trigger('click', {r: parseInt(t.dataset.r), k: parseInt(t.dataset.k)}); }
+});
+"""
+
+# plotly.js from the plotly package (the version its figure JSON is written for), served by this app:
+# the round figure and the timeline draw with it without waiting for a gr.Plot to load Gradio's copy.
+PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
+HEAD = f'<script defer src="/gradio_api/file={PLOTLY_JS}"></script>'
+
+# The round figure is drawn by Plotly straight from its JSON (gr.HTML), skipping gr.Plot's second full
+# redraw. The value is a payload {key, round, caption, fig, next}: `next`, the following round, is drawn
+# ahead into an offscreen div, so "next ▶" only swaps divs (the round left behind stays drawn for
+# "◀ prev"); the server's answer to the click then confirms it, and wins whenever it differs. `key`
+# changes with the session's trace and empties the browser's caches.
+PLOT_TEMPLATE = "<div class='rx-plot' style='width:100%;min-height:120px'></div>"
+JS_PLOT = """
+const CONFIG = {responsive: true, displaylogo: false};
+const ON = 'width:100%;min-height:120px', OFF = 'position:absolute;left:-10000px;top:0;width:';
+const cache = new Map();  // round -> {caption, fig}, of the trace cacheKey
+const ready = new Map();  // round -> an offscreen div with that round drawn
+let cacheKey = null;
+const div = () => element.querySelector('.rx-plot');
+// purge + newPlot: a third faster than Plotly.react when every trace changes (a new round always does)
+const plot = (d, fig) => { window.Plotly.purge(d); window.Plotly.newPlot(d, fig.data, fig.layout, CONFIG); };
+const drop = (d) => { window.Plotly.purge(d); d.remove(); };
+const park = (d, width) => {  // keep a drawn round offscreen, at most 3
+  d.style.cssText = OFF + width + 'px';
+  document.body.appendChild(d);
+  if (ready.has(d.__round)) drop(ready.get(d.__round));
+  ready.set(d.__round, d);
+  while (ready.size > 3) { const [r, x] = ready.entries().next().value; ready.delete(r); drop(x); }
+};
+const caption = (html) => {
+  const cap = document.querySelector('#rx-caption .prose') || document.querySelector('#rx-caption');
+  if (cap && html) cap.innerHTML = html;
+};
+const show = (r, entry) => {
+  const host = div(), pre = ready.get(r);
+  if (pre) {  // swap the drawn div in; the one shown goes offscreen
+    ready.delete(r);
+    const width = host.clientWidth;
+    pre.style.cssText = ON;
+    host.replaceWith(pre);
+    if (host.__round !== undefined && host.__key === cacheKey) park(host, width); else drop(host);
+  } else {
+    plot(host, entry.fig);
+    host.__round = r; host.__key = cacheKey;
+  }
+  caption((entry || {}).caption);
+};
+const prepare = (r) => {
+  const host = div(), entry = cache.get(r);
+  if (!host || !entry || ready.has(r) || host.__round === r) return;
+  const d = document.createElement('div');
+  d.className = 'rx-plot';
+  d.style.cssText = OFF + host.clientWidth + 'px';
+  document.body.appendChild(d);
+  plot(d, entry.fig);
+  d.__round = r; d.__key = cacheKey;
+  park(d, host.clientWidth);
+};
+const draw = () => {
+  if (!window.Plotly || !div()) { setTimeout(draw, 100); return; }
+  if (!props.value) return;
+  const v = JSON.parse(props.value);
+  if (!v.fig) { plot(div(), v); div().__round = undefined; return; }  // a placeholder figure
+  if (v.key !== cacheKey) { cache.clear(); ready.forEach(drop); ready.clear(); cacheKey = v.key; }
+  cache.set(v.round, {caption: v.caption, fig: v.fig});
+  if (v.next) cache.set(v.next.round, {caption: v.next.caption, fig: v.next.fig});
+  while (cache.size > 16) cache.delete(cache.keys().next().value);
+  if (div().__round !== v.round || div().__key !== v.key) show(v.round, cache.get(v.round));
+  // drawn ahead once this frame is painted (rAF runs before the paint, its timeout after it)
+  if (v.next) requestAnimationFrame(() => setTimeout(() => prepare(v.next.round), 0));
+};
+watch('value', draw);
+draw();
+// next / prev: show a neighbour at once (capture phase: before Gradio sends the call)
+const step = (delta) => {
+  const d = div();
+  if (!d || d.__round === undefined || d.__key !== cacheKey) return;
+  const r = d.__round + delta;
+  if (ready.has(r) || cache.has(r)) show(r, cache.get(r));
+};
+// (window.__rxNoCache = true turns this off, to measure the server's path: test_app_browser.py)
+if (!window.__rxNavBound) {  // on the document: the buttons may mount after this component
+  window.__rxNavBound = true;
+  document.addEventListener('click', (e) => {
+    const b = e.target.closest && e.target.closest('#rx-next, #rx-prev');
+    if (b && !window.__rxNoCache) step(b.id === 'rx-next' ? 1 : -1);
+  }, true);
+}
+"""
+
+# The timeline, drawn the same way (a gr.Plot kept detached DOM alive on every streamed update: 1.4 M
+# nodes after a 2,000-round run); a click on a bar opens that round.
+JS_TIMELINE = """
+const draw = () => {
+  const d = element.querySelector('.rx-plot');
+  if (!window.Plotly || !d) { setTimeout(draw, 100); return; }
+  if (!props.value) return;
+  const f = JSON.parse(props.value);
+  Promise.resolve(window.Plotly.react(d, f.data, f.layout, {responsive: true, displaylogo: false})).then(() => {
+    if (d.on && !d.__rxBound) {
+      d.__rxBound = true;
+      d.on('plotly_click', (ev) => {
+        const p = ev && ev.points && ev.points[0];
+        if (p) trigger('click', {round: Math.round(p.x)});
+      });
+    }
+  });
+};
+watch('value', draw);
+draw();
+"""
+
+SYSTEM_FONTS = ["system-ui", "-apple-system", "Segoe UI", "Roboto", "Helvetica Neue", "Arial",
+                "DejaVu Sans", "sans-serif"]
+MONO_FONTS = ["ui-monospace", "SFMono-Regular", "Menlo", "Consolas", "DejaVu Sans Mono", "monospace"]
+
+
+def theme() -> gr.themes.Base:
+    """System fonts only: no web-font requests."""
+    return gr.themes.Default(font=SYSTEM_FONTS, font_mono=MONO_FONTS)
+
+
+CSS = render.CSS + """
+#rx-round-plot, #rx-timeline {min-height: 120px}
+.rx-status {font-size: 13px; color: #555}
+"""
