@@ -29,6 +29,7 @@ TIMELINE_INTERVAL_S = 1.0   # timeline at most this often while streaming, times
 TIMELINE_ROUNDS = 200       # (a timeline of n bars costs the page O(n) per draw: keep its share bounded)
 STREAM_TAIL = 300           # generated tokens shown while a run streams; the whole text once it ends
 PLAY_INTERVAL_S = 0.8
+MAX_PAYLOAD = 50 * 1024     # bytes of figure JSON per round update, the prefetched next round included
 
 # ---------------------------------------------------------------- view helpers (pure over state)
 
@@ -53,13 +54,13 @@ def _round_outputs(state: dict, i: int, prefetch: bool = True):
         return render.round_caption(rounds[k], k, len(rounds)), plots.round_figure(rounds[k], texts).to_json()
 
     caption, fig = part(i)
-    nxt = "null"
+    head = f'{{"key":{_view_key(state)},"round":{i},"caption":{json.dumps(caption)},"fig":{fig},"next":'
     if prefetch and i + 1 < len(rounds):
         c2, f2 = part(i + 1)
-        nxt = f'{{"round":{i + 1},"caption":{json.dumps(c2)},"fig":{f2}}}'
-    payload = (f'{{"key":{_view_key(state)},"round":{i},"caption":{json.dumps(caption)},"fig":{fig},'
-               f'"next":{nxt}}}')
-    return i, caption, payload
+        payload = f'{head}{{"round":{i + 1},"caption":{json.dumps(c2)},"fig":{f2}}}}}'
+        if len(payload) <= MAX_PAYLOAD:  # else "next" asks the server (about 45 ms)
+            return i, caption, payload
+    return i, caption, head + "null}"
 
 
 def _slider(trace: dict | None, i: int | None = None):

@@ -223,3 +223,28 @@ def test_analyses_adapter(traces):
     json.dumps(res)  # JSON-ready (gr.JSON)
     h, g = analysis.figures(res)
     assert h.data and sum(h.data[0].y) == len(traces[1]["rounds"])
+
+
+def test_round_payload_prefetches_within_the_size_budget():
+    """The round update carries the next round only while the whole payload fits MAX_PAYLOAD."""
+    from app import session, ui
+
+    found = session.example_traces()
+    if not found:
+        pytest.skip("no example traces installed")
+    prefetched = 0
+    for _, path in found:
+        st = session.new_state()
+        st["trace"] = session.load_example(path)
+        n = len(st["trace"]["rounds"])
+        for i in range(n):
+            raw = ui._round_outputs(st, i)[2]
+            p = json.loads(raw)
+            assert p["round"] == i and p["fig"]["data"]
+            if p["next"] is not None:
+                prefetched += 1
+                assert p["next"]["round"] == i + 1 and len(raw) <= ui.MAX_PAYLOAD
+            elif i + 1 < n:  # left out only because it did not fit (its caption and keys: < 1 KB)
+                nxt = plots.round_figure(st["trace"]["rounds"][i + 1], st["trace"]["token_texts"]).to_json()
+                assert len(raw) + len(nxt) > ui.MAX_PAYLOAD - 1024
+    assert prefetched > 0
