@@ -335,15 +335,21 @@ def build_ui(loader) -> gr.Blocks:
         def on_status():
             return loader.status(), gr.Timer(active=loader.loading)
 
-        def on_run(prompt_v, mode_v, rule_v, temp_v, seed_v, max_v, shifted_v, st):
+        def begin(st, inputs: tuple, label: str):
+            """Check the controls, refuse a second run in the session, start one: (state, engine, run, ids, config)."""
             st = st if isinstance(st, dict) else session.new_state()
-            p, m, r, t, s, n, k = parse_inputs(prompt_v, mode_v, rule_v, temp_v, seed_v, max_v, shifted_v)
+            p, m, r, t, s, n, k = parse_inputs(*inputs)
             engine = _engine_or_error(loader)
             if st.get("run") is not None:
-                raise gr.Error("Run: a run is already in progress in this session; press Stop first")
+                raise gr.Error(f"{label}: a run is already in progress in this session; press Stop first")
             run, ids = start_run(engine, p, m, r, t, s, n, k)
-            config = {"mode": m, "rule": r, "temperature": t, "seed": s, "max_new_tokens": n, "max_shifted": k}
             st["run"] = run
+            config = {"mode": m, "rule": r, "temperature": t, "seed": s, "max_new_tokens": n, "max_shifted": k}
+            return st, engine, run, ids, config
+
+        def on_run(prompt_v, mode_v, rule_v, temp_v, seed_v, max_v, shifted_v, st):
+            st, engine, run, ids, config = begin(
+                st, (prompt_v, mode_v, rule_v, temp_v, seed_v, max_v, shifted_v), "Run")
             st["follow"] = True if st.get("follow") is None else st["follow"]
             skip = gr.skip()
             last_fig = last_tl = 0.0
@@ -529,15 +535,9 @@ def build_ui(loader) -> gr.Blocks:
                            api_name="example_analyses")
 
         def on_compare(prompt_v, mode_v, rule_v, temp_v, seed_v, max_v, shifted_v, st):
-            st = st if isinstance(st, dict) else session.new_state()
-            p, m, r, t, s, n, k = parse_inputs(prompt_v, mode_v, rule_v, temp_v, seed_v, max_v, shifted_v)
-            engine = _engine_or_error(loader)
-            if st.get("run") is not None:
-                raise gr.Error("Run comparison: a run is in progress in this session; press Stop first")
-            run, ids = start_run(engine, p, m, r, t, s, n, k)
-            config = {"mode": m, "rule": r, "temperature": t, "seed": s, "max_new_tokens": n, "max_shifted": k}
+            st, engine, run, ids, config = begin(
+                st, (prompt_v, mode_v, rule_v, temp_v, seed_v, max_v, shifted_v), "Run comparison")
             last, skip = 0.0, gr.skip()
-            st["run"] = run
             try:
                 for live, _ in stream_run(engine, run, ids, config):
                     if time.monotonic() - last >= 1.0:

@@ -213,19 +213,20 @@ def counterfactual(trace: dict, mode: str, rule: str, seed: int = 0) -> list[dic
         raise ValueError(f"counterfactual: a {cfg.get('mode')} trace drafted no shifted blocks, so {mode} "
                          "cannot be replayed on it; make the run with shifted blocks the main run")
     rounds = trace["rounds"]
-    committed = [list(r.get("new_tokens", [])) for r in rounds]
-    rows = []
+    committed = [tok for r in rounds for tok in r.get("new_tokens", [])]
+    rows, start = [], 0                               # committed[start + k]: position anchor_pos + 1 + k
     for i, r in enumerate(rounds):
-        ref = [tok for c in committed[i:] for tok in c]   # ref[k]: the token at position anchor_pos + 1 + k
+        left = len(committed) - start
         if mode == "ar":
             a2 = 0
         else:
             shifted = {} if mode == "dflash" else {b["d"]: b["tokens"] for b in r["shifted"]}
             paths, _ = assemble(r["baseline"], shifted, mode, rule, random.Random(seed * 1_000_003 + i))
             trie = build_trie([p.tokens for p in paths], cfg.get("max_trie_nodes"))
-            chain, _ = accept(trie, lambda n: ref[trie.depths[n]] if trie.depths[n] < len(ref) else -1)
+            chain, _ = accept(trie, lambda n: committed[start + trie.depths[n]] if trie.depths[n] < left else -1)
             a2 = len(chain) - 1
-        rows.append({"round": i, "actual": int(r["accepted"]), "counterfactual": a2, "cut": a2 >= len(ref)})
+        rows.append({"round": i, "actual": int(r["accepted"]), "counterfactual": a2, "cut": a2 >= left})
+        start += len(r.get("new_tokens", []))
     return rows
 
 
