@@ -51,8 +51,13 @@ def launch(args: argparse.Namespace, block: bool = True):
                 # them to a Hugging Face bucket) and rewrite ~3 MB of it per click (round switches went
                 # from 50 to 250 ms over 100 clicks)
                 run_history=False,
-                enable_monitoring=False, mcp_server=False, prevent_thread_lock=not block, quiet=False,
+                enable_monitoring=False, mcp_server=False, prevent_thread_lock=True, quiet=True,
                 state_session_capacity=200)
+    # our own line: quiet=True drops Gradio's, which also urges share=True (a public tunnel we never open)
+    reach = "this machine only" if args.host in ("127.0.0.1", "localhost", "::1") else f"host {args.host}: other machines too"
+    print(f"ReAnchor Explorer on {demo.local_url} ({reach})", flush=True)
+    if block:
+        demo.block_thread()
     return demo, loader
 
 

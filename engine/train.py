@@ -124,15 +124,16 @@ def load_shards(data_dir: Path, tag: str) -> list[dict]:
 # ------------------------------------------------------------------------------------------ features
 class Features:
     """The frozen target's context features (hidden states after `layer_ids`, HF hidden_states[l+1], concatenated)
-    and final normed hidden state (for its next-token distribution), computed once per sequence and cached."""
+    and what the loss needs of its next-token distribution, computed once per sequence and cached: the final
+    normed hidden state, or with `topk` > 0 only its top-k token ids and logits (for the sparse head loss)."""
 
-    def __init__(self, target, layer_ids: list[int], cache_gb: float):
-        self.target, self.layer_ids = target, list(layer_ids)
-        self.cache: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+    def __init__(self, target, layer_ids: list[int], cache_gb: float, topk: int = 0):
+        self.target, self.layer_ids, self.topk = target, list(layer_ids), topk
+        self.cache: dict[int, tuple[torch.Tensor, ...]] = {}
         self.budget, self.used = int(cache_gb * 2**30), 0
 
     @torch.no_grad()
-    def _compute(self, seqs: list[list[int]]) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    def _compute(self, seqs: list[list[int]]) -> list[tuple[torch.Tensor, ...]]:
         dev = self.target.device
         T = max(map(len, seqs))
         ids = torch.zeros((len(seqs), T), dtype=torch.long)
@@ -149,10 +150,18 @@ class Features:
             for h in hooks:
                 h.remove()
         feats = torch.cat([got[l] for l in self.layer_ids], dim=-1)
-        return [(feats[i, :len(s)].clone(), final[i, :len(s)].clone()) for i, s in enumerate(seqs)]
+        if not self.topk:
+            return [(feats[i, :len(s)].clone(), final[i, :len(s)].clone()) for i, s in enumerate(seqs)]
+        W = self.target.get_output_embeddings().weight
+        out = []
+        for i, s in enumerate(seqs):
+            top = torch.topk((final[i, :len(s)].to(W.dtype) @ W.T).float(), self.topk, dim=-1)  # sorted
+            out.append((feats[i, :len(s)].clone(), top.indices.to(torch.int32), top.values))
+        return out
 
-    def get(self, keys: list[int], seqs: list[list[int]], T: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Padded (b, T, F*H) features and (b, T, H) final hidden states for the sequences `seqs` (cache keys `keys`)."""
+    def get(self, keys: list[int], seqs: list[list[int]], T: int) -> tuple[torch.Tensor, ...]:
+        """For the sequences `seqs` (cache keys `keys`): padded (b, T, F*H) features, then (b, T, H) final hidden
+        states, or with `topk` the (b, T, k) top token ids and their logits."""
         miss = [j for j, k in enumerate(keys) if k not in self.cache]
         fresh = dict(zip(miss, self._compute([seqs[j] for j in miss]))) if miss else {}
         rows = []
@@ -160,16 +169,16 @@ class Features:
             if k in self.cache:
                 rows.append(self.cache[k])
                 continue
-            f, h = fresh[j]
-            size = f.numel() * f.element_size() + h.numel() * h.element_size()
+            row = fresh[j]
+            size = sum(t.numel() * t.element_size() for t in row)
             if self.used + size <= self.budget:
-                self.cache[k], self.used = (f, h), self.used + size
-            rows.append((f, h))
-        feats = rows[0][0].new_zeros((len(keys), T, rows[0][0].shape[-1]))
-        final = rows[0][1].new_zeros((len(keys), T, rows[0][1].shape[-1]))
-        for i, (f, h) in enumerate(rows):
-            feats[i, :len(f)], final[i, :len(h)] = f, h
-        return feats, final
+                self.cache[k], self.used = row, self.used + size
+            rows.append(row)
+        padded = tuple(t.new_zeros((len(keys), T, *t.shape[1:])) for t in rows[0])
+        for i, row in enumerate(rows):
+            for dst, t in zip(padded, row):
+                dst[i, :len(t)] = t
+        return padded
 
 
 # -------------------------------------------------------------------------------------------- blocks
@@ -186,18 +195,19 @@ def block_mask(anchors: torch.Tensor, ctx_len: int, block_size: int) -> torch.Te
 
 
 def make_batch(seqs: list[list[int]], anchors: list[list[int]], *, block_size: int, mask_id: int,
-               gamma: float, pad_to: int = 16) -> dict:
+               gamma: float, pad_to: int = 16, depth: int = 0) -> dict:
     """CPU tensors for one drafter forward over all blocks of a batch of sequences.
 
     rows = every (anchor, k >= 1) whose label x_{p+k} exists: `drow` indexes the flattened drafter output
-    (b * n * B), `trow` the flattened target states (b * T) at p+k-1, whose next-token distribution is x_{p+k}'s."""
+    (b * n * B), `trow` the flattened target states (b * T) at p+k-1, whose next-token distribution is x_{p+k}'s.
+    `depth` > 0 keeps only k <= depth (the block is still drafted whole; the head runs on fewer rows)."""
     B, b = block_size, len(seqs)
     n = max(1, max(map(len, anchors)))
     T = -(-max(map(len, seqs)) // pad_to) * pad_to  # aligned key length suits the fused attention kernels
     anc = torch.zeros((b, n), dtype=torch.long)
     block = torch.full((b, n * B), mask_id, dtype=torch.long)
     drow, trow, label, kk, slot = [], [], [], [], []
-    k = torch.arange(1, B)
+    k = torch.arange(1, min(B, depth + 1) if depth > 0 else B)
     for i, (s, a) in enumerate(zip(seqs, anchors)):
         if not a:
             continue
@@ -253,6 +263,52 @@ def _head_loss_and_grad(hd, ht, labels, weights, W, kl, chunk):
     return loss, grad, hit
 
 
+@torch.no_grad()
+def _sparse_head_loss_and_grad(hd, top_ids, top_logits, weights, W, neg, chunk):
+    """KL to the target's top-k distribution (renormalised) with the drafter's softmax over only each row's k
+    target tokens plus M shared negatives `neg`: k + M head columns per row instead of the whole vocabulary."""
+    loss = torch.zeros((), device=hd.device, dtype=torch.float32)
+    grad = torch.empty_like(hd)
+    hit = torch.zeros(len(hd), dtype=torch.bool, device=hd.device)
+    Wn = W[neg]                                                    # (M, H)
+    K = top_ids.shape[1]
+    for s in range(0, len(hd), chunk):
+        e = min(len(hd), s + chunk)
+        h, ids = hd[s:e].to(W.dtype), top_ids[s:e].long()
+        Wk = W[ids]                                                # (r, k, H)
+        zk = torch.bmm(Wk, h[:, :, None])[:, :, 0].float()
+        zn = (h @ Wn.T).float()
+        zn.masked_fill_((ids[:, :, None] == neg[None, None, :]).any(1), float("-inf"))  # each token once
+        logp = torch.log_softmax(torch.cat([zk, zn], dim=1), dim=-1)
+        q = torch.softmax(top_logits[s:e].float(), dim=-1)
+        w = weights[s:e]
+        loss += (-(q * logp[:, :K]).sum(-1) * w).sum()
+        hit[s:e] = logp.argmax(-1) == 0                            # column 0: the target's greedy token
+        g = logp.exp_()
+        g[:, :K] -= q
+        g.mul_(w[:, None])
+        gk, gn = g[:, :K].to(W.dtype), g[:, K:].to(W.dtype)
+        grad[s:e] = (torch.bmm(gk[:, None, :], Wk)[:, 0] + gn @ Wn).to(grad.dtype)
+    return loss, grad, hit
+
+
+def sparse_head_loss(hd: torch.Tensor, top_ids: torch.Tensor, top_logits: torch.Tensor, weights: torch.Tensor,
+                     W: torch.Tensor, neg: torch.Tensor, chunk: int = 4096) -> tuple[torch.Tensor, torch.Tensor]:
+    """head_loss's cheap form (`--head-topk`): the same contract, over the target's top-k plus negatives."""
+    loss, grad, hit = _sparse_head_loss_and_grad(hd.detach(), top_ids, top_logits, weights, W, neg, chunk)
+    surrogate = (hd * grad).sum()
+    return surrogate - surrogate.detach() + loss, hit
+
+
+def negatives(top_ids: torch.Tensor, vocab: int, n: int, gen: torch.Generator | None = None) -> torch.Tensor:
+    """n shared negative token ids for a step: half drawn from the batch's own top-k tokens (plausible
+    competitors), half uniform over the vocabulary; unique."""
+    flat = top_ids.reshape(-1).long()
+    pick = flat[torch.randint(len(flat), (n // 2,), generator=gen, device="cpu").to(flat.device)]
+    uni = torch.randint(vocab, (n - n // 2,), generator=gen, device="cpu").to(flat.device)
+    return torch.unique(torch.cat([pick, uni]))
+
+
 def head_loss(hd: torch.Tensor, ht: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor, W: torch.Tensor,
               kl: float = 1.0, chunk: int = 4096) -> tuple[torch.Tensor, torch.Tensor]:
     """(loss with the right gradient for hd, top-1 hits vs the target's argmax per row). `weights` sum to 1."""
@@ -296,6 +352,25 @@ def init_from_target(drafter, target, layers: bool = True) -> list[str]:
     drafter.fc.weight.zero_()
     drafter.fc.weight[:, -H:] = torch.eye(H)  # the last target_layer_id is the deepest
     return copied + ["norm"]
+
+
+@torch.no_grad()
+def load_weights(drafter, folder: Path) -> None:
+    """Start from a trained drafter (`--init-from`): same layers, target layers and hidden size; the block size
+    may differ (no weight depends on it)."""
+    from safetensors.torch import load_file
+
+    state = {}
+    for f in sorted(folder.glob("model*.safetensors")):
+        state.update(load_file(f))
+    if not state:
+        raise SystemExit(f"--init-from: {folder} holds no model*.safetensors")
+    own = drafter.state_dict()
+    bad = sorted(k for k in own if k not in state or state[k].shape != own[k].shape)
+    if bad or set(state) - set(own):
+        raise SystemExit(f"--init-from: {folder} does not fit a drafter of these settings "
+                         f"(--layers/--target-layers; first mismatch: {(bad or sorted(set(state) - set(own)))[0]})")
+    drafter.load_state_dict({k: v.float() for k, v in state.items()})
 
 
 def export(drafter, out: Path, card: str, log_obj: dict, max_shard: int) -> None:
@@ -346,7 +421,7 @@ def eval_tau(drafter, feats: Features, seqs: list[tuple[list[int], int]], *, W: 
         for c in range(0, len(anchors), anchors_per_forward):
             part = anchors[c:c + anchors_per_forward]
             batch = make_batch([s], [part], block_size=B, mask_id=mask_id, gamma=1.0)
-            f, _ = feats.get([-1 - si], [s], batch["T"])
+            f, *_ = feats.get([-1 - si], [s], batch["T"])
             with autocast():
                 h = draft_forward(drafter, embed_w, f, batch, dtype)
             hd = h.reshape(-1, h.shape[-1])[batch["drow"].to(h.device)]
@@ -430,6 +505,8 @@ def add_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--init", choices=["target", "norm", "random"], default="target",
                    help="norm: final norm from the target; target: also its top layers, and fc passes the "
                         "deepest feature layer through; random: neither")
+    g.add_argument("--init-from", default="", help="start from this drafter folder (overrides --init; its "
+                   "--layers and --target-layers must be given the same; e.g. to train the committed drafter on)")
     g.add_argument("--max-shard-mb", type=float, default=15.0,
                    help="largest weights file in MiB (save_pretrained shards above it; the device returns <= 16 MiB files)")
     g = p.add_argument_group("training")
@@ -438,6 +515,12 @@ def add_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--lr", type=float, default=6e-4)
     g.add_argument("--warmup", type=float, default=0.04)
     g.add_argument("--gamma", type=float, default=0, help="loss decay over depth (default 7 for B=16, 4 for B=8)")
+    g.add_argument("--loss-depth", type=int, default=0,
+                   help="train on block positions k <= this only (0: all); the head's cost shrinks with it")
+    g.add_argument("--head-topk", type=int, default=0,
+                   help="k > 0: the cheap loss: KL to the target's top-k only, softmax over those k + --negatives "
+                        "tokens (the 49152-wide head dominates a CPU step)")
+    g.add_argument("--negatives", type=int, default=1024, help="shared negative tokens per step for --head-topk")
     g.add_argument("--kl", type=float, default=1.0, help="1: KL to the target distribution, 0: CE on data tokens")
     g.add_argument("--steps", type=int, default=0, help="optimizer steps (0: schedule by --max-minutes)")
     g.add_argument("--max-minutes", type=float, default=60, help="wall-clock budget for the whole command")
@@ -547,7 +630,19 @@ def main(args: argparse.Namespace) -> int:
     layer_ids = [int(x) for x in args.target_layers.split(",")] if args.target_layers else None
     drafter = make_drafter(target, num_layers=args.layers, block_size=B, mask_id=args.mask_id,
                            target_layer_ids=layer_ids)
-    if args.init != "random":
+    if args.head_topk and args.kl != 1:
+        raise SystemExit("--head-topk distils the target's distribution: it needs --kl 1")
+    lineage: list[dict] = []  # the earlier runs this one continues (read before --out may overwrite them)
+    if args.init_from:
+        load_weights(drafter, Path(args.init_from))
+        prior_log = Path(args.init_from) / "train_log.json"
+        if prior_log.exists():
+            pl = json.loads(prior_log.read_text())
+            lineage = pl.get("lineage", []) + [{
+                "hardware": pl.get("hardware"), "steps": pl.get("steps"), "train_s": pl.get("train_s"),
+                "response_tokens": (pl.get("data") or {}).get("response_tokens"),
+                "tau_sim": (pl.get("evals") or [{}])[-1].get("tau_sim")}]
+    elif args.init != "random":
         init_from_target(drafter, target, layers=args.init == "target")
     drafter.to(dev).train()
     W = target.get_output_embeddings().weight.detach()    # tied to embed_tokens for SmolLM2
@@ -559,7 +654,7 @@ def main(args: argparse.Namespace) -> int:
     pin = (lambda t: t.pin_memory().to(dev, non_blocking=True)) if cuda else (lambda t: t)  # no host syncs
     opt = torch.optim.AdamW(drafter.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.0,
                             **({"fused": True} if cuda else {}))
-    feats = Features(target, drafter.target_layer_ids, args.cache_gb or (40 if cuda else 4))
+    feats = Features(target, drafter.target_layer_ids, args.cache_gb or (40 if cuda else 4), topk=args.head_topk)
     gamma = args.gamma or _gamma(B)
     chunk = args.chunk or (4096 if cuda else 512)
     n_anchors = min(512, args.anchors)
@@ -598,15 +693,19 @@ def main(args: argparse.Namespace) -> int:
                  "total wall time": f"{(time.time() - t_start) / 60:.1f} min",
                  "data": f"{data_info['sequences']} target responses ({data_info['greedy']} greedy, "
                          f"{data_info['sampled']} sampled T={args.temperature}), {n_tok} tokens",
-                 "loss": f"{'KL to target' if args.kl == 1 else 'CE on data' if args.kl == 0 else f'{args.kl} KL + CE'}, "
-                         f"w_k = exp(-(k-1)/{gamma})",
+                 "loss": f"{'KL to target' if args.kl == 1 else 'CE on data' if args.kl == 0 else f'{args.kl} KL + CE'}"
+                         + (f" (sparse: target top-{args.head_topk} + {args.negatives} negatives)" if args.head_topk else "")
+                         + f", w_k = exp(-(k-1)/{gamma})" + (f", k <= {args.loss_depth}" if args.loss_depth else ""),
                  "optimizer": f"AdamW lr {args.lr}, {args.warmup:.0%} warmup, cosine, clip 1.0",
-                 "batch": f"{args.batch} sequences x {n_anchors} anchors", "init": args.init,
+                 "batch": f"{args.batch} sequences x {n_anchors} anchors", "init": f"weights of {args.init_from}" if args.init_from else args.init,
                  "final": str(final)}
+        for j, run in enumerate(lineage):
+            table[f"earlier run {j + 1}"] = (f"{run['steps']} steps, {(run['train_s'] or 0) / 60:.1f} min on "
+                                            f"{run['hardware']}, {run['response_tokens']} tokens, tau_sim {run['tau_sim']}")
         info = {"name": f"smollm2-135m-dflash-b{B}" if args.target == "embedded" else out.name,
                 "layers": args.layers, "block_size": B, "mask_id": args.mask_id, "table": table,
                 "target_layer_ids": drafter.target_layer_ids, "eval": evals[-1] if evals else None}
-        log_obj = {"args": vars(args) | {"func": None}, "data": data_info, "timings": timings, "steps": step,
+        log_obj = {"args": vars(args) | {"func": None}, "lineage": lineage, "data": data_info, "timings": timings, "steps": step,
                    "train_s": round(train_s, 1), "history": history, "evals": evals, "hardware": hw, "final": final}
         export(drafter, out, model_card(info), log_obj, int(args.max_shard_mb * 2**20))
         tmp = state_path.with_suffix(".tmp")
@@ -646,16 +745,22 @@ def main(args: argparse.Namespace) -> int:
         bseqs = [seqs[i] for i in idx]
         anchors = [sorted(rng.sample(range(plens[i], len(seqs[i]) - 1), min(n_anchors, len(seqs[i]) - 1 - plens[i])))
                    for i in idx]
-        batch = make_batch(bseqs, anchors, block_size=B, mask_id=args.mask_id, gamma=gamma)
+        batch = make_batch(bseqs, anchors, block_size=B, mask_id=args.mask_id, gamma=gamma, depth=args.loss_depth)
         for key in ("anchors", "block_ids", "position_ids", "drow", "trow", "labels", "weights", "k"):
             batch[key] = pin(batch[key])
-        f, fin = feats.get(idx, bseqs, batch["T"])
+        f, *tgt = feats.get(idx, bseqs, batch["T"])
         try:
             with autocast():
                 h = draft_forward(drafter, embed_w, f, batch, run_dtype())
             H = h.shape[-1]
-            loss, hit = head_loss(h.reshape(-1, H)[batch["drow"]], fin.reshape(-1, H)[batch["trow"]],
-                                  batch["labels"], batch["weights"], W, args.kl, chunk)
+            hd = h.reshape(-1, H)[batch["drow"]]
+            if args.head_topk:
+                ids, lg = (t.reshape(-1, args.head_topk)[batch["trow"]] for t in tgt)
+                loss, hit = sparse_head_loss(hd, ids, lg, batch["weights"], W,
+                                             negatives(ids, W.shape[0], args.negatives), chunk)
+            else:
+                loss, hit = head_loss(hd, tgt[0].reshape(-1, H)[batch["trow"]], batch["labels"], batch["weights"],
+                                      W, args.kl, chunk)
             loss.backward()
         except RuntimeError as e:  # one shot on a lent GPU: rather fp32 than nothing if bf16 autocast breaks
             if not amp["on"] or step > step0 or "out of memory" in str(e):

@@ -8,8 +8,10 @@
 # parts (python -m engine.split_gguf): ${PART0:-/root/gguf.part0} (copied there by an earlier call) and
 # .gpu/gguf.part1, checked against .gpu/gguf.sha256. Writes the drafter flat into $OUT (config.json,
 # model.safetensors, README.md, train_log.json), refreshed every SAVE_S seconds, so a timeout still leaves one.
-# Everything is a knob (env): TOTAL_S, PROMPTS, NEW_TOKENS, GEN_BATCH, GEN_MIN, ANCHORS, BATCH, LAYERS, BLOCK,
-# SAVE_S, EVAL_S, EXTRA (more engine.train flags), WORK (scratch folder), PYTHON.
+# Everything is a knob (env): TOTAL_S, PROMPTS, PROMPT_SEED, NEW_TOKENS, GEN_BATCH, GEN_MIN, ANCHORS, BATCH, LAYERS,
+# BLOCK, LR, INIT_FROM, SAVE_S, EVAL_S, EXTRA (more engine.train flags), WORK (scratch folder), PYTHON.
+# By default it trains the committed drafter on (INIT_FROM; INIT_FROM= starts from the target's layers) on responses
+# to prompts of a new PROMPT_SEED, so that each lent GPU adds to the last one's training instead of redoing it.
 set -euo pipefail
 T0=$(date +%s)
 export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
@@ -44,13 +46,15 @@ $PY -c "from engine.embedded import embedded_dir; print(embedded_dir())"   # deq
 say "target dequantised"
 
 # 3. data + training + export in one process; it stops itself at the budget and exports every SAVE_S seconds
+INIT_FROM=${INIT_FROM-assets/drafters/smollm2-135m-dflash-b${BLOCK:-16}}
+LR=${LR:-$([ -n "$INIT_FROM" ] && echo 3e-4 || echo 6e-4)}   # lower when training on: no fresh start
 LEFT=$(( TOTAL_S - ($(date +%s) - T0) ))
 [ "$LEFT" -gt 60 ] || { echo "only ${LEFT}s left for training"; exit 4; }
 set -x
 $PY -m engine.train --out "$OUT" --data "$WORK/data" --max-minutes "$(echo "$LEFT" | awk '{print ($1 - 5) / 60}')" \
-  --prompts "${PROMPTS:-16384}" --max-new-tokens "${NEW_TOKENS:-256}" --gen-batch "${GEN_BATCH:-1024}" \
+  --prompts "${PROMPTS:-16384}" --prompt-seed "${PROMPT_SEED:-2}" --max-new-tokens "${NEW_TOKENS:-256}" --gen-batch "${GEN_BATCH:-1024}" \
   --gen-minutes "${GEN_MIN:-2.5}" --eval-prompts 30 --layers "${LAYERS:-2}" --block-size "${BLOCK:-16}" \
   --anchors "${ANCHORS:-64}" --batch "${BATCH:-64}" --save-every "${SAVE_S:-60}" --eval-every "${EVAL_S:-90}" \
-  --log-every 25 ${EXTRA:-}
+  --lr "$LR" ${INIT_FROM:+--init-from "$INIT_FROM"} --log-every 25 ${EXTRA:-}
 set +x
 say "done; $OUT holds: $(ls "$OUT" | tr '\n' ' ')"

@@ -83,6 +83,14 @@ def test_rows_labels_and_weights():
     torch.testing.assert_close(batch["weights"], w / w.sum())
 
 
+def test_loss_depth_keeps_only_the_first_positions():
+    seqs = [[10, 11, 12, 13, 14, 15, 16]]
+    batch = T.make_batch(seqs, [[2, 5]], block_size=B, mask_id=MASK, gamma=2.0, depth=2)
+    assert batch["k"].tolist() == [1, 2, 1] and batch["labels"].tolist() == [13, 14, 16]
+    assert batch["drow"].tolist() == [1, 2, B + 1]
+    assert batch["block_ids"].tolist() == [[12, MASK, MASK, MASK, 15, MASK, MASK, MASK]]  # whole blocks drafted
+
+
 @pytest.mark.parametrize("kl", [0.0, 0.5, 1.0])
 def test_head_loss_value_and_gradient_match_autograd(target, kl):
     torch.manual_seed(0)
@@ -101,6 +109,47 @@ def test_head_loss_value_and_gradient_match_autograd(target, kl):
     torch.testing.assert_close(loss.detach(), ref.detach())
     torch.testing.assert_close(hd.grad, ref_h.grad, atol=1e-6, rtol=1e-4)
     assert hit.tolist() == ((ref_h @ W.T).argmax(-1) == (ht @ W.T).argmax(-1)).tolist()
+
+
+def test_sparse_head_loss_value_and_gradient_match_autograd(target):
+    torch.manual_seed(0)
+    W = target.get_output_embeddings().weight
+    hd, ht = torch.randn(7, H, requires_grad=True), torch.randn(7, H)
+    top = torch.topk(ht @ W.T, 5, dim=-1)
+    neg = T.negatives(top.indices, VOCAB, 12, torch.Generator().manual_seed(1))
+    assert len(neg) == len(set(neg.tolist())) and neg.max() < VOCAB
+    assert set(neg.tolist()) & set(top.indices.reshape(-1).tolist())  # some overlap: each must count once
+    w = torch.rand(7)
+    w = w / w.sum()
+    loss, hit = T.sparse_head_loss(hd, top.indices.to(torch.int32), top.values, w, W, neg, chunk=3)
+    loss.backward()
+    # reference: per row, the softmax over the union of its top-5 and the negatives, target q on its top-5
+    ref_h = hd.detach().clone().requires_grad_(True)
+    ref, hits = 0.0, []
+    for r in range(7):
+        cols = top.indices[r].tolist() + [t for t in neg.tolist() if t not in top.indices[r].tolist()]
+        logp = F.log_softmax(ref_h[r] @ W[cols].T, -1)
+        ref = ref - (F.softmax(top.values[r], -1) * logp[:5]).sum() * w[r]
+        hits.append(int(logp.argmax()) == 0)
+    ref.backward()
+    torch.testing.assert_close(loss.detach(), ref.detach())
+    torch.testing.assert_close(hd.grad, ref_h.grad, atol=1e-6, rtol=1e-4)
+    assert hit.tolist() == hits
+
+
+def test_features_topk_keeps_the_targets_top_tokens(target):
+    seqs = seqs_for(2, 12, seed=4)
+    full = T.Features(target, [0, 2], cache_gb=1)
+    sparse = T.Features(target, [0, 2], cache_gb=1, topk=3)
+    f, fin = full.get([0, 1], seqs, 16)
+    f2, ids, lg = sparse.get([0, 1], seqs, 16)
+    torch.testing.assert_close(f2, f)
+    W = target.get_output_embeddings().weight
+    for i, s in enumerate(seqs):
+        ref = torch.topk(fin[i, :len(s)] @ W.T, 3, dim=-1)
+        assert torch.equal(ids[i, :len(s)].long(), ref.indices)
+        torch.testing.assert_close(lg[i, :len(s)], ref.values)
+    assert not ids[1, len(seqs[1]):].any()  # padding
 
 
 def test_loss_decreases_when_overfitting(target):
@@ -151,6 +200,21 @@ def test_export_loads_with_dflash(tmp_path, target):
     torch.testing.assert_close(loaded.fc.weight, drafter.fc.weight.to(torch.bfloat16))
     T.export(drafter, out, "# card\n", {"steps": 1}, max_shard=15 * 2**20)  # re-export in place
     assert json.loads((out / "train_log.json").read_text())["steps"] == 1
+
+
+def test_init_from_loads_a_trained_drafter_and_refuses_another_shape(tmp_path, target):
+    trained = drafter_for(target)
+    with torch.no_grad():
+        trained.fc.weight.normal_()
+    T.export(trained, tmp_path / "d", "# card\n", {"steps": 3}, max_shard=15 * 2**20)
+    torch.manual_seed(5)
+    fresh = T.make_drafter(target, num_layers=2, block_size=2 * B, mask_id=MASK, target_layer_ids=[0, 2])
+    T.load_weights(fresh, tmp_path / "d")  # another block size is fine: no weight depends on it
+    for (k, a), b in zip(fresh.state_dict().items(), trained.state_dict().values()):
+        torch.testing.assert_close(a, b.to(torch.bfloat16).float(), msg=k)
+    other = T.make_drafter(target, num_layers=1, block_size=B, mask_id=MASK, target_layer_ids=[0, 2])
+    with pytest.raises(SystemExit, match="does not fit"):
+        T.load_weights(other, tmp_path / "d")
 
 
 def test_replay_rounds():
@@ -221,3 +285,35 @@ def test_generate_shards_resume_and_mix(tmp_path, target):
     (tmp_path / "train-00002.jsonl").unlink()
     T.generate_shards(target, _Tok(), prompts, tmp_path, "train", deadline=float("inf"), **kw)  # resume
     assert (tmp_path / "train-00001.jsonl").read_text() == first and (tmp_path / "train-00002.jsonl").exists()
+
+
+def test_cli_trains_sparse_then_trains_on_with_init_from(tmp_path):
+    """`python -m engine train` end to end on a tiny folder target: gen, the sparse loss, export; then a second run
+    that starts from the first one's weights and records it in its log and card."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from tiny import save_tiny
+
+    target_dir, _ = save_tiny(tmp_path, "llama", 0)
+    repo = Path(__file__).resolve().parent.parent
+    common = [sys.executable, "-m", "engine", "train", "--target", str(target_dir), "--data", str(tmp_path / "data"),
+              "--prompts", "8", "--eval-prompts", "2", "--max-new-tokens", "12", "--gen-batch", "4", "--layers", "1",
+              "--block-size", "4", "--mask-id", "3", "--batch", "2", "--anchors", "4", "--max-minutes", "5"]
+    run = lambda *extra: subprocess.run(common + list(extra), cwd=repo, capture_output=True, text=True, timeout=300)
+    first = run("--out", str(tmp_path / "d1"), "--steps", "3", "--head-topk", "4", "--negatives", "8", "--loss-depth", "2")
+    assert first.returncode == 0, first.stderr[-2000:]
+    log1 = json.loads((tmp_path / "d1" / "train_log.json").read_text())
+    assert log1["steps"] == 3 and log1["final"] and log1["lineage"] == []
+    assert "top-4 + 8 negatives" in (tmp_path / "d1" / "README.md").read_text()
+    second = run("--out", str(tmp_path / "d2"), "--steps", "2", "--no-gen", "--fresh", "--init-from", str(tmp_path / "d1"))
+    assert second.returncode == 0, second.stderr[-2000:]
+    log2 = json.loads((tmp_path / "d2" / "train_log.json").read_text())
+    assert log2["steps"] == 2 and [r["steps"] for r in log2["lineage"]] == [3]
+    assert log2["evals"][0]["tau_sim"] == log1["evals"][-1]["tau_sim"]  # step 0 of run 2 is run 1's drafter
+    assert "earlier run 1 | 3 steps" in (tmp_path / "d2" / "README.md").read_text()
+    bad = run("--out", str(tmp_path / "d3"), "--steps", "1", "--no-gen", "--fresh", "--layers", "2",
+              "--init-from", str(tmp_path / "d1"))
+    assert bad.returncode != 0 and "does not fit" in bad.stderr
