@@ -34,14 +34,16 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def launch(args: argparse.Namespace, block: bool = True):
-    from .loader import ModelLoader
-    import gradio as gr
+    from starlette.responses import FileResponse
+    from starlette.routing import Route
 
-    from .page import CSS, HEAD, PLOTLY_JS, theme
+    from .loader import ModelLoader
+    from .page import CSS, HEAD, PLOTLY_JS, PLOTLY_ROUTE, theme
     from .ui import build_ui
 
     loader = ModelLoader(args.target, args.drafter, args.device, args.dtype, enabled=not args.no_model).start()
-    gr.set_static_paths([str(PLOTLY_JS)])  # this one file, for HEAD's script tag
+    plotly_js = Route(PLOTLY_ROUTE, lambda request: FileResponse(PLOTLY_JS, media_type="text/javascript",
+                                                                  headers={"Cache-Control": "max-age=86400"}))
     demo = build_ui(loader)
     demo.queue(max_size=args.queue_size, default_concurrency_limit=8)
     demo.launch(server_name=args.host, server_port=args.port, share=False, inbrowser=False, show_error=False,
@@ -52,7 +54,7 @@ def launch(args: argparse.Namespace, block: bool = True):
                 # from 50 to 250 ms over 100 clicks)
                 run_history=False,
                 enable_monitoring=False, mcp_server=False, prevent_thread_lock=True, quiet=True,
-                state_session_capacity=200)
+                state_session_capacity=200, app_kwargs={"routes": [plotly_js]})
     # our own line: quiet=True drops Gradio's, which also urges share=True (a public tunnel we never open)
     reach = "this machine only" if args.host in ("127.0.0.1", "localhost", "::1") else f"host {args.host}: other machines too"
     print(f"ReAnchor Explorer on {demo.local_url} ({reach})", flush=True)

@@ -19,8 +19,11 @@ element.addEventListener('click', (e) => {
 
 # plotly.js from the plotly package (the version its figure JSON is written for), served by this app:
 # the round figure and the timeline draw with it without waiting for a gr.Plot to load Gradio's copy.
+# Served at a route of our own (app/__main__.py), not Gradio's /gradio_api/file=<absolute path>, which
+# would show every visitor where the server's Python packages live.
 PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
-HEAD = f'<script defer src="/gradio_api/file={PLOTLY_JS}"></script>'
+PLOTLY_ROUTE = "/rx/plotly.min.js"
+HEAD = f'<script defer src="{PLOTLY_ROUTE}"></script>'
 
 # The round figure is drawn by Plotly straight from its JSON (gr.HTML), skipping gr.Plot's second full
 # redraw. The value is a payload {key, round, caption, fig, next}: `next`, the following round, is drawn

@@ -134,6 +134,10 @@ def test_run_stream_inspect_in_browser(app, browser):
     assert n_spans >= 2
     assert pg.locator("#rx-round-plot .js-plotly-plot").count() == 1
     assert pg.locator("#rx-timeline .js-plotly-plot").count() == 1
+    # plotly.js comes from the app's own route; no URL in the page names a path on the server
+    srcs = pg.evaluate("() => [...document.scripts].map(s => s.src).filter(Boolean)")
+    assert any(s.endswith("/rx/plotly.min.js") for s in srcs), srcs
+    assert not [s for s in srcs if "site-packages" in s or "file=" in s], srcs
     assert pg.locator("#rx-round-plot .js-plotly-plot .heatmaplayer, #rx-round-plot .js-plotly-plot .hm").count() >= 1
     m = re.search(r"rounds 0–(\d+)", w.caption())
     assert m, w.caption()
