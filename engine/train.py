@@ -660,7 +660,7 @@ def main(args: argparse.Namespace) -> int:
     n_anchors = min(512, args.anchors)
     n_params = sum(p.numel() for p in drafter.parameters())
     log(f"drafter: {args.layers} layers, {n_params / 1e6:.2f}M params, B={B}, target layers "
-        f"{drafter.target_layer_ids}, init={args.init}, kl={args.kl}, gamma={gamma}")
+        f"{drafter.target_layer_ids}, init={args.init_from or args.init}, kl={args.kl}, gamma={gamma}")
 
     state_path = data / f"train_state-b{B}.pt"
     step, train_s, history, evals = 0, 0.0, [], []

@@ -46,7 +46,7 @@ $PY -c "from engine.embedded import embedded_dir; print(embedded_dir())"   # deq
 say "target dequantised"
 
 # 3. data + training + export in one process; it stops itself at the budget and exports every SAVE_S seconds
-INIT_FROM=${INIT_FROM-assets/drafters/smollm2-135m-dflash-b${BLOCK:-16}}
+INIT_FROM=${INIT_FROM-assets/drafters/smollm2-135m-dflash-b16}   # its weights serve any BLOCK
 LR=${LR:-$([ -n "$INIT_FROM" ] && echo 3e-4 || echo 6e-4)}   # lower when training on: no fresh start
 LEFT=$(( TOTAL_S - ($(date +%s) - T0) ))
 [ "$LEFT" -gt 60 ] || { echo "only ${LEFT}s left for training"; exit 4; }
