@@ -31,6 +31,8 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from .errors import InputError
+
 ROOT = Path(__file__).resolve().parent.parent
 MASK_ID = 16  # "<empty_output>": SmolLM2's unused special token (engine.embedded.MASK_TOKEN)
 
@@ -364,11 +366,11 @@ def load_weights(drafter, folder: Path) -> None:
     for f in sorted(folder.glob("model*.safetensors")):
         state.update(load_file(f))
     if not state:
-        raise SystemExit(f"--init-from: {folder} holds no model*.safetensors")
+        raise InputError("init_from", f"{folder} holds no model*.safetensors")
     own = drafter.state_dict()
     bad = sorted(k for k in own if k not in state or state[k].shape != own[k].shape)
     if bad or set(state) - set(own):
-        raise SystemExit(f"--init-from: {folder} does not fit a drafter of these settings "
+        raise InputError("init_from", f"{folder} does not fit a drafter of these settings "
                          f"(--layers/--target-layers; first mismatch: {(bad or sorted(set(state) - set(own)))[0]})")
     drafter.load_state_dict({k: v.float() for k, v in state.items()})
 
@@ -555,8 +557,29 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def check_args(args: argparse.Namespace) -> None:
+    """Bad settings fail before the target loads, naming the option."""
+    for name, low in (("layers", 1), ("block_size", 2), ("anchors", 1), ("batch", 1), ("prompts", 1),
+                      ("max_new_tokens", 1), ("gen_batch", 1), ("max_len", 2), ("head_topk", 0), ("negatives", 0),
+                      ("loss_depth", 0), ("eval_prompts", 0), ("steps", 0)):
+        if getattr(args, name) < low:
+            raise InputError(name, f"{getattr(args, name)} is below {low}")
+    if not 0 <= args.kl <= 1:
+        raise InputError("kl", f"{args.kl} is not in [0, 1]")
+    if not 0 <= args.sample_frac <= 1:
+        raise InputError("sample_frac", f"{args.sample_frac} is not in [0, 1]")
+    if args.loss_depth >= args.block_size:
+        raise InputError("loss_depth", f"{args.loss_depth} leaves no room in a block of {args.block_size}")
+    if args.head_topk and args.kl != 1:
+        raise InputError("head_topk", "distils the target's distribution: it needs --kl 1")
+    if args.init_from and not (Path(args.init_from) / "config.json").is_file():
+        raise InputError("init_from", f"{args.init_from} is not a drafter folder (no config.json)")
+
+
 def main(args: argparse.Namespace) -> int:
     from tqdm import tqdm
+
+    check_args(args)
 
     from .models import load_target, resolve_device
     from .prompts import build_prompts, heldout_prompts
@@ -582,6 +605,8 @@ def main(args: argparse.Namespace) -> int:
 
     target, tok = load_target(args.target, dev, tdtype)
     target.requires_grad_(False)
+    if args.head_topk > target.config.vocab_size:
+        raise InputError("head_topk", f"{args.head_topk} is more than the vocabulary ({target.config.vocab_size})")
     timings["load_target_s"] = round(time.time() - t_start, 1)
     log(f"target {args.target} on {dev} ({tdtype}) loaded in {timings['load_target_s']}s")
 
@@ -630,8 +655,6 @@ def main(args: argparse.Namespace) -> int:
     layer_ids = [int(x) for x in args.target_layers.split(",")] if args.target_layers else None
     drafter = make_drafter(target, num_layers=args.layers, block_size=B, mask_id=args.mask_id,
                            target_layer_ids=layer_ids)
-    if args.head_topk and args.kl != 1:
-        raise SystemExit("--head-topk distils the target's distribution: it needs --kl 1")
     lineage: list[dict] = []  # the earlier runs this one continues (read before --out may overwrite them)
     if args.init_from:
         load_weights(drafter, Path(args.init_from))
@@ -811,4 +834,8 @@ def main(args: argparse.Namespace) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(build_parser().parse_args()))
+    try:
+        sys.exit(main(build_parser().parse_args()))
+    except InputError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)

@@ -213,7 +213,7 @@ def test_init_from_loads_a_trained_drafter_and_refuses_another_shape(tmp_path, t
     for (k, a), b in zip(fresh.state_dict().items(), trained.state_dict().values()):
         torch.testing.assert_close(a, b.to(torch.bfloat16).float(), msg=k)
     other = T.make_drafter(target, num_layers=1, block_size=B, mask_id=MASK, target_layer_ids=[0, 2])
-    with pytest.raises(SystemExit, match="does not fit"):
+    with pytest.raises(T.InputError, match="does not fit"):
         T.load_weights(other, tmp_path / "d")
 
 
@@ -316,4 +316,18 @@ def test_cli_trains_sparse_then_trains_on_with_init_from(tmp_path):
     assert "earlier run 1 | 3 steps" in (tmp_path / "d2" / "README.md").read_text()
     bad = run("--out", str(tmp_path / "d3"), "--steps", "1", "--no-gen", "--fresh", "--layers", "2",
               "--init-from", str(tmp_path / "d1"))
-    assert bad.returncode != 0 and "does not fit" in bad.stderr
+    assert bad.returncode == 2 and "error: init_from: " in bad.stderr and "does not fit" in bad.stderr
+
+
+@pytest.mark.parametrize("flags, field", [
+    (["--loss-depth", "4", "--block-size", "4"], "loss_depth"), (["--head-topk", "8", "--kl", "0"], "head_topk"),
+    (["--kl", "1.5"], "kl"), (["--anchors", "0"], "anchors"), (["--init-from", "/nonexistent"], "init_from")])
+def test_cli_bad_settings_exit_2_naming_the_option(flags, field):
+    from engine.__main__ import main
+    import contextlib
+    import io
+
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        assert main(["train", "--out", "/nonexistent/out", *flags]) == 2
+    assert err.getvalue().startswith(f"error: {field}: "), err.getvalue()
