@@ -1,6 +1,6 @@
 """Train a DFlash drafter for the target, reproducibly: `python -m engine.train` (or `python -m engine train`).
 
-One command, three resumable stages:
+One command, three resumable stages (data: engine/train_data.py; loss: engine/train_loss.py; the rest here):
   1. gen    the target answers our own prompts (engine/prompts.py): batched, left padded, greedy and T=0.7
             sampled responses, saved as token-id JSONL shards under --data (finished shards are skipped).
   2. fit    the public DFlash recipe (shared/design/DFLASH.md): random anchors p inside each response; block
@@ -32,95 +32,11 @@ import torch
 import torch.nn.functional as F
 
 from .errors import InputError
+from .train_data import generate_shards, load_shards, log
+from .train_loss import head_loss, negatives, sparse_head_loss
 
 ROOT = Path(__file__).resolve().parent.parent
 MASK_ID = 16  # "<empty_output>": SmolLM2's unused special token (engine.embedded.MASK_TOKEN)
-
-
-def log(msg: str) -> None:
-    print(f"[train {time.strftime('%H:%M:%S')}] {msg}", flush=True)
-
-
-# ---------------------------------------------------------------------------------------------- data
-def chat_ids(tok, prompt: str) -> list[int]:
-    """Token ids of one user message under the chat template, ready for the assistant's answer."""
-    text = tok.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False,
-                                   add_generation_prompt=True)
-    return tok(text, add_special_tokens=False)["input_ids"]
-
-
-def stop_ids(target, tok) -> list[int]:
-    ids = target.generation_config.eos_token_id or target.config.eos_token_id or tok.eos_token_id
-    return sorted(set(ids if isinstance(ids, list) else [ids]))
-
-
-@torch.no_grad()
-def generate_batch(target, prompts: list[list[int]], *, max_new_tokens: int, temperature: float,
-                   pad_id: int, stops: list[int], seed: int) -> list[list[int]]:
-    """Responses (stop token included when reached) for a left-padded batch of prompt ids."""
-    T = max(map(len, prompts))
-    ids = torch.full((len(prompts), T), pad_id, dtype=torch.long)
-    att = torch.zeros((len(prompts), T), dtype=torch.long)
-    for i, p in enumerate(prompts):
-        ids[i, T - len(p):] = torch.tensor(p)
-        att[i, T - len(p):] = 1
-    torch.manual_seed(seed)
-    sampling = dict(do_sample=True, temperature=temperature, top_k=0, top_p=1.0) if temperature > 0 \
-        else dict(do_sample=False)
-    out = target.generate(input_ids=ids.to(target.device), attention_mask=att.to(target.device),
-                          max_new_tokens=max_new_tokens, eos_token_id=stops, pad_token_id=pad_id, **sampling)
-    responses = []
-    for row in out[:, T:].tolist():
-        cut = next((j + 1 for j, t in enumerate(row) if t in stops), len(row))
-        responses.append(row[:cut])
-    return responses
-
-
-def generate_shards(target, tok, prompts: list[str], data_dir: Path, tag: str, *, shard_size: int,
-                    batch_size: int, max_new_tokens: int, sample_frac: float, temperature: float,
-                    seed: int, deadline: float) -> None:
-    """Write {tag}-NNNNN.jsonl shards of `shard_size` prompts each; existing shards are kept (resume)."""
-    pad_id, stops = stop_ids(target, tok)[0], stop_ids(target, tok)
-    n_shards = math.ceil(len(prompts) / shard_size)
-    todo = [k for k in range(n_shards) if not (data_dir / f"{tag}-{k:05d}.jsonl").exists()]
-    if not todo:
-        return
-    log(f"gen {tag}: {len(todo)}/{n_shards} shards to go ({len(prompts)} prompts, {max_new_tokens} new tokens, "
-        f"batch {batch_size}, {sample_frac:.0%} sampled at T={temperature})")
-    t0, done_tokens = time.time(), 0
-    for k in todo:
-        if time.time() > deadline:
-            log(f"gen {tag}: time budget reached, continuing with {k} of {n_shards} shards")
-            break
-        idx = list(range(k * shard_size, min(len(prompts), (k + 1) * shard_size)))
-        # A whole shard is greedy or sampled (so every generate call is a full batch); shard k is sampled when
-        # floor((k+1)f) > floor(kf): exactly a share f of the shards, evenly spread (f=0.5: every other one).
-        temp = temperature if math.floor((k + 1) * sample_frac) > math.floor(k * sample_frac) else 0.0
-        pids = {i: chat_ids(tok, prompts[i]) for i in idx}
-        group = sorted(idx, key=lambda i: len(pids[i]))  # similar lengths together: less left padding
-        recs = []
-        for s in range(0, len(group), batch_size):
-            part = group[s:s + batch_size]
-            resp = generate_batch(target, [pids[i] for i in part], max_new_tokens=max_new_tokens,
-                                  temperature=temp, pad_id=pad_id, stops=stops, seed=seed + k * 7919 + s)
-            for i, rids in zip(part, resp):
-                recs.append({"i": i, "prompt": prompts[i], "prompt_ids": pids[i], "response_ids": rids,
-                             "temperature": temp})
-                done_tokens += len(rids)
-        recs.sort(key=lambda x: x["i"])
-        tmp = data_dir / f".{tag}-{k:05d}.jsonl.tmp"
-        tmp.write_text("".join(json.dumps(x) + "\n" for x in recs))
-        os.replace(tmp, data_dir / f"{tag}-{k:05d}.jsonl")
-        dt = time.time() - t0
-        log(f"gen {tag}: shard {k + 1}/{n_shards} done, {done_tokens} tokens in {dt:.0f}s "
-            f"({done_tokens / max(dt, 1e-9):.0f} tok/s)")
-
-
-def load_shards(data_dir: Path, tag: str) -> list[dict]:
-    recs = []
-    for path in sorted(data_dir.glob(f"{tag}-*.jsonl")):
-        recs += [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    return recs
 
 
 # ------------------------------------------------------------------------------------------ features
@@ -239,84 +155,6 @@ def draft_forward(drafter, embed_w: torch.Tensor, feats: torch.Tensor, batch: di
     mask = block_mask(batch["anchors"].to(dev, non_blocking=True), batch["T"], drafter.block_size)
     return drafter(position_ids=batch["position_ids"].to(dev, non_blocking=True), attention_mask=mask,
                    noise_embedding=noise, target_hidden=feats.to(dtype))
-
-
-# ---------------------------------------------------------------------------------------------- loss
-@torch.no_grad()
-def _head_loss_and_grad(hd, ht, labels, weights, W, kl, chunk):
-    """Weighted soft cross-entropy through the frozen head W, with its gradient w.r.t. the drafter rows hd,
-    chunk by chunk so that no (rows x vocab) logits are ever kept (the vocabulary is 49152 wide)."""
-    loss = torch.zeros((), device=hd.device, dtype=torch.float32)
-    grad = torch.empty_like(hd)
-    hit = torch.zeros(len(hd), dtype=torch.bool, device=hd.device)
-    for s in range(0, len(hd), chunk):
-        e = min(len(hd), s + chunk)
-        logp = torch.log_softmax((hd[s:e].to(W.dtype) @ W.T).float(), dim=-1)
-        t_logits = (ht[s:e].to(W.dtype) @ W.T).float()
-        # target distribution q = kl * p_target + (1 - kl) * onehot(label); dL/dlogits = softmax - q
-        q = torch.softmax(t_logits, dim=-1).mul_(kl) if kl > 0 else torch.zeros_like(logp)
-        if kl < 1:
-            q.scatter_add_(1, labels[s:e, None], torch.full((e - s, 1), 1.0 - kl, device=q.device))
-        w = weights[s:e]
-        loss += (-(q * logp).sum(-1) * w).sum()
-        hit[s:e] = logp.argmax(-1) == t_logits.argmax(-1)  # vs the target's greedy token: the T=0 label
-        g = logp.exp_().sub_(q).mul_(w[:, None])            # in place: logp is not needed any more
-        grad[s:e] = (g.to(W.dtype) @ W).to(grad.dtype)
-    return loss, grad, hit
-
-
-@torch.no_grad()
-def _sparse_head_loss_and_grad(hd, top_ids, top_logits, weights, W, neg, chunk):
-    """KL to the target's top-k distribution (renormalised) with the drafter's softmax over only each row's k
-    target tokens plus M shared negatives `neg`: k + M head columns per row instead of the whole vocabulary."""
-    loss = torch.zeros((), device=hd.device, dtype=torch.float32)
-    grad = torch.empty_like(hd)
-    hit = torch.zeros(len(hd), dtype=torch.bool, device=hd.device)
-    Wn = W[neg]                                                    # (M, H)
-    K = top_ids.shape[1]
-    for s in range(0, len(hd), chunk):
-        e = min(len(hd), s + chunk)
-        h, ids = hd[s:e].to(W.dtype), top_ids[s:e].long()
-        Wk = W[ids]                                                # (r, k, H)
-        zk = torch.bmm(Wk, h[:, :, None])[:, :, 0].float()
-        zn = (h @ Wn.T).float()
-        zn.masked_fill_((ids[:, :, None] == neg[None, None, :]).any(1), float("-inf"))  # each token once
-        logp = torch.log_softmax(torch.cat([zk, zn], dim=1), dim=-1)
-        q = torch.softmax(top_logits[s:e].float(), dim=-1)
-        w = weights[s:e]
-        loss += (-(q * logp[:, :K]).sum(-1) * w).sum()
-        hit[s:e] = logp.argmax(-1) == 0                            # column 0: the target's greedy token
-        g = logp.exp_()
-        g[:, :K] -= q
-        g.mul_(w[:, None])
-        gk, gn = g[:, :K].to(W.dtype), g[:, K:].to(W.dtype)
-        grad[s:e] = (torch.bmm(gk[:, None, :], Wk)[:, 0] + gn @ Wn).to(grad.dtype)
-    return loss, grad, hit
-
-
-def sparse_head_loss(hd: torch.Tensor, top_ids: torch.Tensor, top_logits: torch.Tensor, weights: torch.Tensor,
-                     W: torch.Tensor, neg: torch.Tensor, chunk: int = 4096) -> tuple[torch.Tensor, torch.Tensor]:
-    """head_loss's cheap form (`--head-topk`): the same contract, over the target's top-k plus negatives."""
-    loss, grad, hit = _sparse_head_loss_and_grad(hd.detach(), top_ids, top_logits, weights, W, neg, chunk)
-    surrogate = (hd * grad).sum()
-    return surrogate - surrogate.detach() + loss, hit
-
-
-def negatives(top_ids: torch.Tensor, vocab: int, n: int, gen: torch.Generator | None = None) -> torch.Tensor:
-    """n shared negative token ids for a step: half drawn from the batch's own top-k tokens (plausible
-    competitors), half uniform over the vocabulary; unique."""
-    flat = top_ids.reshape(-1).long()
-    pick = flat[torch.randint(len(flat), (n // 2,), generator=gen, device="cpu").to(flat.device)]
-    uni = torch.randint(vocab, (n - n // 2,), generator=gen, device="cpu").to(flat.device)
-    return torch.unique(torch.cat([pick, uni]))
-
-
-def head_loss(hd: torch.Tensor, ht: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor, W: torch.Tensor,
-              kl: float = 1.0, chunk: int = 4096) -> tuple[torch.Tensor, torch.Tensor]:
-    """(loss with the right gradient for hd, top-1 hits vs the target's argmax per row). `weights` sum to 1."""
-    loss, grad, hit = _head_loss_and_grad(hd.detach(), ht, labels, weights, W, kl, chunk)
-    surrogate = (hd * grad).sum()  # d/dhd = grad; its value is swapped for the true loss below
-    return surrogate - surrogate.detach() + loss, hit
 
 
 # ---------------------------------------------------------------------------------------------- model

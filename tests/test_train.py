@@ -11,6 +11,8 @@ import torch
 import torch.nn.functional as F
 
 from engine import train as T
+from engine import train_data as D
+from engine import train_loss as L
 from engine.prompts import build_prompts, heldout_prompts
 
 VOCAB, H, B, MASK = 256, 64, 4, 3
@@ -99,7 +101,7 @@ def test_head_loss_value_and_gradient_match_autograd(target, kl):
     ht, labels = torch.randn(7, H), torch.randint(0, VOCAB, (7,))
     w = torch.rand(7)
     w = w / w.sum()
-    loss, hit = T.head_loss(hd, ht, labels, w, W, kl=kl, chunk=3)
+    loss, hit = L.head_loss(hd, ht, labels, w, W, kl=kl, chunk=3)
     loss.backward()
     ref_h = hd.detach().clone().requires_grad_(True)
     logp = F.log_softmax(ref_h @ W.T, -1)
@@ -116,12 +118,12 @@ def test_sparse_head_loss_value_and_gradient_match_autograd(target):
     W = target.get_output_embeddings().weight
     hd, ht = torch.randn(7, H, requires_grad=True), torch.randn(7, H)
     top = torch.topk(ht @ W.T, 5, dim=-1)
-    neg = T.negatives(top.indices, VOCAB, 12, torch.Generator().manual_seed(1))
+    neg = L.negatives(top.indices, VOCAB, 12, torch.Generator().manual_seed(1))
     assert len(neg) == len(set(neg.tolist())) and neg.max() < VOCAB
     assert set(neg.tolist()) & set(top.indices.reshape(-1).tolist())  # some overlap: each must count once
     w = torch.rand(7)
     w = w / w.sum()
-    loss, hit = T.sparse_head_loss(hd, top.indices.to(torch.int32), top.values, w, W, neg, chunk=3)
+    loss, hit = L.sparse_head_loss(hd, top.indices.to(torch.int32), top.values, w, W, neg, chunk=3)
     loss.backward()
     # reference: per row, the softmax over the union of its top-5 and the negatives, target q on its top-5
     ref_h = hd.detach().clone().requires_grad_(True)
@@ -164,7 +166,7 @@ def test_loss_decreases_when_overfitting(target):
         batch = T.make_batch(seqs, anchors, block_size=B, mask_id=MASK, gamma=2.0)
         f, fin = feats.get([0, 1], seqs, batch["T"])
         h = T.draft_forward(drafter, embed, f, batch, torch.float32).reshape(-1, H)
-        loss, _ = T.head_loss(h[batch["drow"]], fin.reshape(-1, H)[batch["trow"]], batch["labels"],
+        loss, _ = L.head_loss(h[batch["drow"]], fin.reshape(-1, H)[batch["trow"]], batch["labels"],
                               batch["weights"], W, kl=0.0, chunk=64)
         loss.backward()
         opt.step()
@@ -274,16 +276,16 @@ class _Tok:
 def test_generate_shards_resume_and_mix(tmp_path, target):
     prompts = build_prompts(6, seed=0)
     kw = dict(shard_size=2, batch_size=2, max_new_tokens=5, sample_frac=0.5, temperature=0.7, seed=0)
-    T.generate_shards(target, _Tok(), prompts, tmp_path, "train", deadline=float("inf"), **kw)
+    D.generate_shards(target, _Tok(), prompts, tmp_path, "train", deadline=float("inf"), **kw)
     files = sorted(p.name for p in tmp_path.iterdir())
     assert files == ["train-00000.jsonl", "train-00001.jsonl", "train-00002.jsonl"]
-    recs = T.load_shards(tmp_path, "train")
+    recs = D.load_shards(tmp_path, "train")
     assert [r["i"] for r in recs] == list(range(6)) and [r["prompt"] for r in recs] == prompts
     assert [r["temperature"] for r in recs] == [0.0, 0.0, 0.7, 0.7, 0.0, 0.0]  # whole shards, alternating
     assert all(1 <= len(r["response_ids"]) <= 5 for r in recs)
     first = (tmp_path / "train-00001.jsonl").read_text()
     (tmp_path / "train-00002.jsonl").unlink()
-    T.generate_shards(target, _Tok(), prompts, tmp_path, "train", deadline=float("inf"), **kw)  # resume
+    D.generate_shards(target, _Tok(), prompts, tmp_path, "train", deadline=float("inf"), **kw)  # resume
     assert (tmp_path / "train-00001.jsonl").read_text() == first and (tmp_path / "train-00002.jsonl").exists()
 
 
