@@ -328,7 +328,11 @@ def add_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--data", default=str(ROOT / "out" / "train-data"), help="response shards and train state")
     g.add_argument("--prompts", type=int, default=6000, help="training prompts (engine/prompts.py)")
     g.add_argument("--prompt-seed", type=int, default=0)
-    g.add_argument("--eval-prompts", type=int, default=30, help="held-out prompts for tau_sim")
+    g.add_argument("--eval-prompts", type=int, default=30, help="held-out prompts for tau_sim (per set with --eval-sets)")
+    g.add_argument("--eval-sets", default="", help="comma list of the benchmark's sets (humaneval,mtbench,math,chat): "
+                   "tau_sim on the prompts `bench --n N` runs instead of our held-out ones")
+    g.add_argument("--eval-only", action="store_true",
+                   help="print tau_sim per eval set for the drafter (--init-from) and stop: no training, no export")
     g.add_argument("--max-new-tokens", type=int, default=256)
     g.add_argument("--gen-batch", type=int, default=64)
     g.add_argument("--shard-size", type=int, default=0, help="prompts per shard (default: --gen-batch)")
@@ -410,6 +414,12 @@ def check_args(args: argparse.Namespace) -> None:
         raise InputError("loss_depth", f"{args.loss_depth} leaves no room in a block of {args.block_size}")
     if args.head_topk and args.kl != 1:
         raise InputError("head_topk", "distils the target's distribution: it needs --kl 1")
+    if args.eval_sets:
+        from .bench import SETS
+
+        bad = [x for x in args.eval_sets.split(",") if x not in SETS]
+        if bad:
+            raise InputError("eval_sets", f"unknown set {bad[0]!r} (one of {', '.join(SETS)})")
     if args.init_from and not (Path(args.init_from) / "config.json").is_file():
         raise InputError("init_from", f"{args.init_from} is not a drafter folder (no config.json)")
 
@@ -456,13 +466,22 @@ def main(args: argparse.Namespace) -> int:
     meta.update(shard_size=shard, prompt_seed=args.prompt_seed, max_new_tokens=args.max_new_tokens)
     meta_path.write_text(json.dumps(meta))
     train_prompts = build_prompts(args.prompts, args.prompt_seed)
-    eval_prompts = heldout_prompts(args.eval_prompts, train_prompts, seed=args.prompt_seed + 10_000)
-    if not args.no_gen:
+    if args.eval_sets:  # the benchmark's own prompts (its sampling), so that tau_sim compares with `bench`
+        from .bench import load_set, sample_prompts
+
+        sets = args.eval_sets.split(",")
+        picked = [(name, p["prompt"]) for name in sets for p in sample_prompts(load_set(name), args.eval_prompts)]
+        eval_tag = f"evalsets-{'_'.join(sets)}-n{args.eval_prompts}"
+    else:
+        picked = [("heldout", p) for p in heldout_prompts(args.eval_prompts, train_prompts, seed=args.prompt_seed + 10_000)]
+        eval_tag = "eval"
+    eval_set_of, eval_prompts = [name for name, _ in picked], [p for _, p in picked]
+    target.eval()
+    generate_shards(target, tok, eval_prompts, data, eval_tag, shard_size=max(1, len(eval_prompts)),
+                    batch_size=args.gen_batch, max_new_tokens=args.max_new_tokens, sample_frac=0.0,
+                    temperature=0.0, seed=args.seed, deadline=float("inf"))
+    if not args.no_gen and not args.eval_only:
         gen_deadline = min(deadline, t0 + args.gen_minutes * 60 if args.gen_minutes > 0 else float("inf"))
-        target.eval()
-        generate_shards(target, tok, eval_prompts, data, "eval", shard_size=max(1, len(eval_prompts)),
-                        batch_size=args.gen_batch, max_new_tokens=args.max_new_tokens, sample_frac=0.0,
-                        temperature=0.0, seed=args.seed, deadline=float("inf"))
         generate_shards(target, tok, train_prompts, data, "train", shard_size=shard, batch_size=args.gen_batch,
                         max_new_tokens=args.max_new_tokens, sample_frac=args.sample_frac,
                         temperature=args.temperature, seed=args.seed, deadline=gen_deadline)
@@ -471,16 +490,15 @@ def main(args: argparse.Namespace) -> int:
         log(f"gen done in {timings['gen_s']}s")
         return 0
     recs = [r for r in load_shards(data, "train") if len(r["response_ids"]) >= 2]
-    eval_recs = load_shards(data, "eval")
-    if not recs:
+    eval_recs = load_shards(data, eval_tag)[:len(eval_prompts)]
+    if not recs and not args.eval_only:
         log("no training data in " + str(data))
         return 1
     seqs = [(r["prompt_ids"] + r["response_ids"])[:args.max_len] for r in recs]
     plens = [len(r["prompt_ids"]) for r in recs]
     keep = [i for i in range(len(seqs)) if len(seqs[i]) - plens[i] >= 2]
     seqs, plens = [seqs[i] for i in keep], [plens[i] for i in keep]
-    eval_seqs = [((r["prompt_ids"] + r["response_ids"])[:args.max_len], len(r["prompt_ids"]))
-                 for r in eval_recs[:args.eval_prompts]]
+    eval_seqs = [((r["prompt_ids"] + r["response_ids"])[:args.max_len], len(r["prompt_ids"])) for r in eval_recs]
     n_tok = sum(len(s) - p for s, p in zip(seqs, plens))
     n_sampled = sum(1 for r in recs if r["temperature"] > 0)
     data_info = {"sequences": len(seqs), "response_tokens": n_tok, "sampled": n_sampled,
@@ -527,7 +545,7 @@ def main(args: argparse.Namespace) -> int:
     step, train_s, history, evals = 0, 0.0, [], []
     rng = random.Random(args.seed)
     order: list[int] = []
-    if state_path.exists() and not args.fresh:
+    if state_path.exists() and not args.fresh and not args.eval_only:
         st = torch.load(state_path, map_location=dev, weights_only=False)
         drafter.load_state_dict(st["model"])
         opt.load_state_dict(st["opt"])
@@ -574,6 +592,14 @@ def main(args: argparse.Namespace) -> int:
                     "history": history, "evals": evals, "rng": rng.getstate(), "order": order}, tmp)
         os.replace(tmp, state_path)
         return time.time() - t
+
+    if args.eval_only:  # tau_sim per eval set, then stop: nothing is trained or exported
+        for name in dict.fromkeys(eval_set_of):
+            part = [q for q, n in zip(eval_seqs, eval_set_of) if n == name]
+            fresh = Features(target, drafter.target_layer_ids, 1)  # eval_tau's cache keys restart per call
+            r = eval_tau(drafter, fresh, part, W=W, embed_w=embed_w, dtype=run_dtype(), autocast=autocast, chunk=chunk)
+            log(f"eval {name}: tau_sim {r['tau_sim']} ({r['prompts']} prompts, {r['rounds']} rounds)")
+        return 0
 
     # --- 3. fit -------------------------------------------------------------------------------------
     ev0 = evaluate() if eval_seqs else None

@@ -316,6 +316,11 @@ def test_cli_trains_sparse_then_trains_on_with_init_from(tmp_path):
     assert log2["steps"] == 2 and [r["steps"] for r in log2["lineage"]] == [3]
     assert log2["evals"][0]["tau_sim"] == log1["evals"][-1]["tau_sim"]  # step 0 of run 2 is run 1's drafter
     assert "earlier run 1 | 3 steps" in (tmp_path / "d2" / "README.md").read_text()
+    ev = run("--out", str(tmp_path / "d4"), "--eval-only", "--init-from", str(tmp_path / "d1"), "--eval-sets",
+             "math,chat", "--eval-prompts", "2")
+    assert ev.returncode == 0, ev.stderr[-2000:]
+    assert "eval math: tau_sim " in ev.stdout and "eval chat: tau_sim " in ev.stdout and "(2 prompts" in ev.stdout
+    assert not (tmp_path / "d4").exists()  # nothing exported
     bad = run("--out", str(tmp_path / "d3"), "--steps", "1", "--no-gen", "--fresh", "--layers", "2",
               "--init-from", str(tmp_path / "d1"))
     assert bad.returncode == 2 and "error: init_from: " in bad.stderr and "does not fit" in bad.stderr
