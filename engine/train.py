@@ -195,9 +195,11 @@ def init_from_target(drafter, target, layers: bool = True) -> list[str]:
 
 
 @torch.no_grad()
-def load_weights(drafter, folder: Path) -> None:
-    """Start from a trained drafter (`--init-from`): same layers, target layers and hidden size; the block size
-    may differ (no weight depends on it)."""
+def load_weights(drafter, folder: Path) -> list[int]:
+    """Start from a trained drafter (`--init-from`): same target layers and hidden size; the block size may differ
+    (no weight depends on it). A drafter with more layers grows: the folder's layers come first and each new one on
+    top starts as the identity (o_proj and down_proj zero), so the grown drafter drafts exactly as the folder's
+    did. Returns the new layers' indices."""
     from safetensors.torch import load_file
 
     state = {}
@@ -206,11 +208,20 @@ def load_weights(drafter, folder: Path) -> None:
     if not state:
         raise InputError("init_from", f"{folder} holds no model*.safetensors")
     own = drafter.state_dict()
-    bad = sorted(k for k in own if k not in state or state[k].shape != own[k].shape)
-    if bad or set(state) - set(own):
+    n_old = len({k.split(".")[1] for k in state if k.startswith("layers.")})
+    new = list(range(n_old, len(drafter.layers)))
+    is_new = lambda k: k.startswith("layers.") and int(k.split(".")[1]) >= n_old
+    bad = sorted(k for k in own if not is_new(k) and (k not in state or state[k].shape != own[k].shape))
+    bad += sorted(set(state) - set(own))
+    if bad:
         raise InputError("init_from", f"{folder} does not fit a drafter of these settings "
-                         f"(--layers/--target-layers; first mismatch: {(bad or sorted(set(state) - set(own)))[0]})")
-    drafter.load_state_dict({k: v.float() for k, v in state.items()})
+                         f"(--layers/--target-layers; first mismatch: {bad[0]})")
+    drafter.load_state_dict({k: v.float() for k, v in state.items()}, strict=False)
+    with torch.no_grad():
+        for j in new:
+            drafter.layers[j].self_attn.o_proj.weight.zero_()
+            drafter.layers[j].mlp.down_proj.weight.zero_()
+    return new
 
 
 def export(drafter, out: Path, card: str, log_obj: dict, max_shard: int) -> None:
@@ -349,8 +360,8 @@ def add_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--init", choices=["target", "norm", "random"], default="target",
                    help="norm: final norm from the target; target: also its top layers, and fc passes the "
                         "deepest feature layer through; random: neither")
-    g.add_argument("--init-from", default="", help="start from this drafter folder (overrides --init; its "
-                   "--layers and --target-layers must be given the same; e.g. to train the committed drafter on)")
+    g.add_argument("--init-from", default="", help="start from this drafter folder (overrides --init), e.g. to train "
+                   "the committed drafter on; its target layers are kept; a larger --layers adds identity layers on top")
     g.add_argument("--max-shard-mb", type=float, default=15.0,
                    help="largest weights file in MiB (save_pretrained shards above it; the device returns <= 16 MiB files)")
     g = p.add_argument_group("training")
@@ -509,11 +520,16 @@ def main(args: argparse.Namespace) -> int:
 
     # --- 2. model -----------------------------------------------------------------------------------
     layer_ids = [int(x) for x in args.target_layers.split(",")] if args.target_layers else None
+    if args.init_from and layer_ids is None:  # the folder's, not the default for this many layers
+        cfg = json.loads((Path(args.init_from) / "config.json").read_text())
+        layer_ids = (cfg.get("dflash_config") or {}).get("target_layer_ids")
     drafter = make_drafter(target, num_layers=args.layers, block_size=B, mask_id=args.mask_id,
                            target_layer_ids=layer_ids)
     lineage: list[dict] = []  # the earlier runs this one continues (read before --out may overwrite them)
     if args.init_from:
-        load_weights(drafter, Path(args.init_from))
+        grown = load_weights(drafter, Path(args.init_from))
+        if grown:
+            log(f"--init-from: layers {grown} added on top, starting as the identity")
         prior_log = Path(args.init_from) / "train_log.json"
         if prior_log.exists():
             pl = json.loads(prior_log.read_text())

@@ -12,6 +12,7 @@
 # BLOCK, LR, INIT_FROM, SAVE_S, EVAL_S, EXTRA (more engine.train flags), WORK (scratch folder), PYTHON.
 # By default it trains the committed drafter on (INIT_FROM; INIT_FROM= starts from the target's layers) on responses
 # to prompts of a new PROMPT_SEED, so that each lent GPU adds to the last one's training instead of redoing it.
+# LAYERS above the committed drafter's 2 grows it: the new layers start as the identity (engine/train.py --init-from).
 set -euo pipefail
 T0=$(date +%s)
 export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false

@@ -214,9 +214,28 @@ def test_init_from_loads_a_trained_drafter_and_refuses_another_shape(tmp_path, t
     T.load_weights(fresh, tmp_path / "d")  # another block size is fine: no weight depends on it
     for (k, a), b in zip(fresh.state_dict().items(), trained.state_dict().values()):
         torch.testing.assert_close(a, b.to(torch.bfloat16).float(), msg=k)
-    other = T.make_drafter(target, num_layers=1, block_size=B, mask_id=MASK, target_layer_ids=[0, 2])
-    with pytest.raises(T.InputError, match="does not fit"):
-        T.load_weights(other, tmp_path / "d")
+    for other in (T.make_drafter(target, num_layers=1, block_size=B, mask_id=MASK, target_layer_ids=[0, 2]),
+                  T.make_drafter(target, num_layers=2, block_size=B, mask_id=MASK, target_layer_ids=[0, 1, 2])):
+        with pytest.raises(T.InputError, match="does not fit"):
+            T.load_weights(other, tmp_path / "d")
+
+
+def test_init_from_grows_a_drafter_that_drafts_exactly_as_before(tmp_path, target):
+    trained = drafter_for(target)
+    T.init_from_target(trained, target)
+    with torch.no_grad():
+        trained.fc.weight.add_(0.05 * torch.randn_like(trained.fc.weight))
+    T.export(trained, tmp_path / "d", "# card\n", {"steps": 3}, max_shard=15 * 2**20)
+    same = T.make_drafter(target, num_layers=2, block_size=B, mask_id=MASK, target_layer_ids=[0, 2])
+    grown = T.make_drafter(target, num_layers=4, block_size=B, mask_id=MASK, target_layer_ids=[0, 2])
+    assert T.load_weights(same, tmp_path / "d") == [] and T.load_weights(grown, tmp_path / "d") == [2, 3]
+    seqs = seqs_for(2, 20, seed=5)
+    batch = T.make_batch(seqs, [[3, 9], [5]], block_size=B, mask_id=MASK, gamma=2.0)
+    f, _ = T.Features(target, [0, 2], cache_gb=1).get([0, 1], seqs, batch["T"])
+    embed = target.get_input_embeddings().weight
+    out = [T.draft_forward(d.eval(), embed, f, batch, torch.float32) for d in (same, grown)]
+    torch.testing.assert_close(out[1], out[0], atol=1e-5, rtol=1e-5)
+    assert grown.layers[3].mlp.up_proj.weight.abs().sum() > 0  # only the outputs start at zero: it can learn
 
 
 def test_replay_rounds():
@@ -321,7 +340,12 @@ def test_cli_trains_sparse_then_trains_on_with_init_from(tmp_path):
     assert ev.returncode == 0, ev.stderr[-2000:]
     assert "eval math: tau_sim " in ev.stdout and "eval chat: tau_sim " in ev.stdout and "(2 prompts" in ev.stdout
     assert not (tmp_path / "d4").exists()  # nothing exported
-    bad = run("--out", str(tmp_path / "d3"), "--steps", "1", "--no-gen", "--fresh", "--layers", "2",
+    grow = run("--out", str(tmp_path / "d5"), "--steps", "1", "--no-gen", "--fresh", "--layers", "2",
+               "--init-from", str(tmp_path / "d1"))
+    assert grow.returncode == 0 and "layers [1] added on top" in grow.stdout, grow.stderr[-2000:]
+    log5 = json.loads((tmp_path / "d5" / "train_log.json").read_text())
+    assert log5["evals"][0]["tau_sim"] == log1["evals"][-1]["tau_sim"]  # the grown drafter drafts as before
+    bad = run("--out", str(tmp_path / "d3"), "--steps", "1", "--no-gen", "--fresh", "--target-layers", "0,1,2",
               "--init-from", str(tmp_path / "d1"))
     assert bad.returncode == 2 and "error: init_from: " in bad.stderr and "does not fit" in bad.stderr
 
