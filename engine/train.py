@@ -258,8 +258,11 @@ def replay_rounds(accepted: list[int], prompt_len: int, seq_len: int) -> list[in
 
 @torch.no_grad()
 def eval_tau(drafter, feats: Features, seqs: list[tuple[list[int], int]], *, W: torch.Tensor, embed_w: torch.Tensor,
-             dtype: torch.dtype, autocast, anchors_per_forward: int = 128, chunk: int = 4096) -> dict:
-    """tau_sim: greedy DFlash replayed on the target's greedy responses (see the module docstring)."""
+             dtype: torch.dtype, autocast, anchors_per_forward: int = 128, chunk: int = 4096,
+             keys: list[int] | None = None) -> dict:
+    """tau_sim: greedy DFlash replayed on the target's greedy responses (see the module docstring). `keys` name the
+    sequences in the feature cache (default -1, -2, ...: apart from the training sequences' keys 0, 1, ...)."""
+    keys = keys or [-1 - i for i in range(len(seqs))]
     B, mask_id = drafter.block_size, int(drafter.mask_token_id)
     was_training = drafter.training
     drafter.eval()
@@ -272,7 +275,7 @@ def eval_tau(drafter, feats: Features, seqs: list[tuple[list[int], int]], *, W: 
         for c in range(0, len(anchors), anchors_per_forward):
             part = anchors[c:c + anchors_per_forward]
             batch = make_batch([s], [part], block_size=B, mask_id=mask_id, gamma=1.0)
-            f, *_ = feats.get([-1 - si], [s], batch["T"])
+            f, *_ = feats.get([keys[si]], [s], batch["T"])
             with autocast():
                 h = draft_forward(drafter, embed_w, f, batch, dtype)
             hd = h.reshape(-1, h.shape[-1])[batch["drow"].to(h.device)]
@@ -611,9 +614,9 @@ def main(args: argparse.Namespace) -> int:
 
     if args.eval_only:  # tau_sim per eval set, then stop: nothing is trained or exported
         for name in dict.fromkeys(eval_set_of):
-            part = [q for q, n in zip(eval_seqs, eval_set_of) if n == name]
-            fresh = Features(target, drafter.target_layer_ids, 1)  # eval_tau's cache keys restart per call
-            r = eval_tau(drafter, fresh, part, W=W, embed_w=embed_w, dtype=run_dtype(), autocast=autocast, chunk=chunk)
+            idx = [i for i, n in enumerate(eval_set_of[:len(eval_seqs)]) if n == name]
+            r = eval_tau(drafter, feats, [eval_seqs[i] for i in idx], W=W, embed_w=embed_w, dtype=run_dtype(),
+                         autocast=autocast, chunk=chunk, keys=[-1 - i for i in idx])
             log(f"eval {name}: tau_sim {r['tau_sim']} ({r['prompts']} prompts, {r['rounds']} rounds)")
         return 0
 

@@ -33,8 +33,13 @@ def head_loss(hd: torch.Tensor, ht: torch.Tensor, labels: torch.Tensor, weights:
               kl: float = 1.0, chunk: int = 4096) -> tuple[torch.Tensor, torch.Tensor]:
     """(loss with the right gradient for hd, top-1 hits vs the target's argmax per row). `weights` sum to 1."""
     loss, grad, hit = _head_loss_and_grad(hd.detach(), ht, labels, weights, W, kl, chunk)
-    surrogate = (hd * grad).sum()  # d/dhd = grad; its value is swapped for the true loss below
-    return surrogate - surrogate.detach() + loss, hit
+    return _with_grad(hd, loss, grad), hit
+
+
+def _with_grad(hd: torch.Tensor, loss: torch.Tensor, grad: torch.Tensor) -> torch.Tensor:
+    """`loss`'s value, with gradient `grad` for hd when backpropagated."""
+    surrogate = (hd * grad).sum()  # d/dhd = grad; its value is swapped for the true loss
+    return surrogate - surrogate.detach() + loss
 
 
 @torch.no_grad()
@@ -70,8 +75,7 @@ def sparse_head_loss(hd: torch.Tensor, top_ids: torch.Tensor, top_logits: torch.
                      W: torch.Tensor, neg: torch.Tensor, chunk: int = 4096) -> tuple[torch.Tensor, torch.Tensor]:
     """head_loss's cheap form (`--head-topk`): the same contract, over the target's top-k plus negatives."""
     loss, grad, hit = _sparse_head_loss_and_grad(hd.detach(), top_ids, top_logits, weights, W, neg, chunk)
-    surrogate = (hd * grad).sum()
-    return surrogate - surrogate.detach() + loss, hit
+    return _with_grad(hd, loss, grad), hit
 
 
 def negatives(top_ids: torch.Tensor, vocab: int, n: int, gen: torch.Generator | None = None) -> torch.Tensor:
