@@ -2,7 +2,8 @@
 
 Everything here was written for this project (no benchmark items): Python tasks, arithmetic and word
 problems with varied numbers, explanations, lists, emails, comparisons, stories, how-tos, rewrites,
-conversions. `build_prompts(n, seed)` returns n distinct prompts; the space holds far more than 6000.
+conversions, function stubs to complete or edit, longer writing, role play, and texts to extract from.
+`build_prompts(n, seed, families)` returns n distinct prompts; the space holds far more than 6000.
 """
 from __future__ import annotations
 
@@ -369,6 +370,186 @@ def _advice(r: random.Random) -> str:
                      "What should I know before {a}?", "What are common mistakes people make when {a}?"]).format(a=r.choice(ADVICE))
 
 
+# --- code to complete or edit (copy-heavy answers: the target repeats the given code) --------------
+# (name, parameters, return hint, what it does, example calls with results), all our own.
+STUBS = [
+    ("count_vowels", "s: str", "int", "Count the vowels (a, e, i, o, u) in the string s, in either case.",
+     [("count_vowels('Hello')", "2"), ("count_vowels('xyz')", "0")]),
+    ("second_largest", "nums: List[int]", "int", "Return the second largest distinct number in nums.",
+     [("second_largest([4, 1, 7, 7, 3])", "4"), ("second_largest([2, 9])", "2")]),
+    ("is_sorted", "xs: List[int]", "bool", "Return True if xs is sorted in non-decreasing order.",
+     [("is_sorted([1, 2, 2, 5])", "True"), ("is_sorted([3, 1])", "False")]),
+    ("sum_of_digits", "n: int", "int", "Return the sum of the decimal digits of the non-negative integer n.",
+     [("sum_of_digits(4021)", "7"), ("sum_of_digits(0)", "0")]),
+    ("alternate_case", "text: str", "str", "Return text with its letters alternating between upper and lower case, "
+     "starting with upper case.", [("alternate_case('hello')", "'HeLlO'")]),
+    ("running_max", "values: List[int]", "List[int]", "Return a list whose i-th element is the largest value seen "
+     "in values up to and including index i.", [("running_max([1, 3, 2, 5, 4])", "[1, 3, 3, 5, 5]")]),
+    ("pair_sums", "nums: List[int], target: int", "List[Tuple[int, int]]", "Return every pair of indices (i, j) "
+     "with i < j such that nums[i] + nums[j] equals target.", [("pair_sums([1, 2, 3, 4], 5)", "[(0, 3), (1, 2)]")]),
+    ("longest_word", "sentence: str", "str", "Return the longest word of the sentence. If several words are equally "
+     "long, return the first one.", [("longest_word('the quick brown fox')", "'quick'")]),
+    ("count_islands", "grid: List[List[int]]", "int", "Given a grid of 0s and 1s, count the groups of 1s that are "
+     "connected horizontally or vertically.", [("count_islands([[1, 0], [0, 1]])", "2")]),
+    ("caesar_shift", "text: str, k: int", "str", "Shift every letter of text forward by k places in the alphabet, "
+     "wrapping around from z to a. Other characters stay as they are.", [("caesar_shift('abz', 1)", "'bca'")]),
+    ("digits_product", "n: int", "int", "Return the product of the odd digits of n, or 0 if all digits are even.",
+     [("digits_product(135)", "15"), ("digits_product(246)", "0")]),
+    ("strip_vowels", "word: str", "str", "Return word with every vowel removed.",
+     [("strip_vowels('banana')", "'bnn'"), ("strip_vowels('sky')", "'sky'")]),
+    ("closest_pair", "numbers: List[float]", "Tuple[float, float]", "From a list of at least two numbers, return "
+     "the two that are closest to each other, smaller first.", [("closest_pair([1.0, 4.0, 4.5, 9.0])", "(4.0, 4.5)")]),
+    ("balanced_parens", "s: str", "bool", "Return True if every opening bracket in s has a matching closing bracket "
+     "in the right order.", [("balanced_parens('(()())')", "True"), ("balanced_parens('(()')", "False")]),
+    ("nth_prime", "n: int", "int", "Return the n-th prime number, counting from 1.",
+     [("nth_prime(1)", "2"), ("nth_prime(5)", "11")]),
+    ("word_lengths", "sentence: str", "Dict[str, int]", "Return a dictionary that maps each word of the sentence "
+     "to its length.", [("word_lengths('to be')", "{'to': 2, 'be': 2}")]),
+    ("triangle_type", "a: int, b: int, c: int", "str", "Return 'equilateral', 'isosceles', 'scalene' or 'invalid' "
+     "for a triangle with sides a, b and c.", [("triangle_type(3, 3, 3)", "'equilateral'"),
+                                               ("triangle_type(1, 2, 8)", "'invalid'")]),
+    ("rotate_left", "xs: List[int], k: int", "List[int]", "Rotate xs to the left by k positions.",
+     [("rotate_left([1, 2, 3, 4], 1)", "[2, 3, 4, 1]")]),
+    ("compress", "s: str", "str", "Compress runs of repeated characters as the character followed by the run "
+     "length.", [("compress('aaabcc')", "'a3b1c2'")]),
+    ("mean_absolute_deviation", "numbers: List[float]", "float", "Return the mean absolute deviation of numbers "
+     "around their mean.", [("mean_absolute_deviation([1.0, 2.0, 3.0])", "0.6666666666666666")]),
+    ("fizz_count", "n: int", "int", "Count the numbers below n that are divisible by 3 or 5 but not by both.",
+     [("fizz_count(16)", "6")]),
+    ("unique_sorted", "items: List[int]", "List[int]", "Return the distinct elements of items in increasing order.",
+     [("unique_sorted([5, 3, 5, 1])", "[1, 3, 5]")]),
+    ("max_subarray", "nums: List[int]", "int", "Return the largest sum of a non-empty contiguous slice of nums.",
+     [("max_subarray([-2, 1, -3, 4, -1, 2, 1])", "6")]),
+    ("to_title", "s: str", "str", "Capitalise the first letter of every word in s and lower-case the rest.",
+     [("to_title('hELLO wORLD')", "'Hello World'")]),
+    ("is_power_of_two", "n: int", "bool", "Return True if n is a positive power of two.",
+     [("is_power_of_two(8)", "True"), ("is_power_of_two(12)", "False")]),
+    ("merge_intervals", "intervals: List[List[int]]", "List[List[int]]", "Merge overlapping [start, end] intervals "
+     "and return them sorted by start.", [("merge_intervals([[1, 3], [2, 6], [8, 9]])", "[[1, 6], [8, 9]]")]),
+    ("count_words", "text: str", "int", "Return the number of words in text, where words are separated by "
+     "whitespace.", [("count_words('one two  three')", "3")]),
+    ("decimal_to_base", "n: int, base: int", "str", "Return the representation of the non-negative integer n in "
+     "the given base (2 to 9) as a string.", [("decimal_to_base(8, 3)", "'22'"), ("decimal_to_base(7, 2)", "'111'")]),
+    ("common_elements", "a: List[int], b: List[int]", "List[int]", "Return the sorted list of values that occur in "
+     "both a and b, without duplicates.", [("common_elements([1, 4, 3, 4], [4, 3, 2])", "[3, 4]")]),
+    ("next_palindrome", "n: int", "int", "Return the smallest palindromic number strictly greater than n.",
+     [("next_palindrome(123)", "131"), ("next_palindrome(9)", "11")]),
+    ("filter_by_prefix", "words: List[str], prefix: str", "List[str]", "Return the words that start with prefix, "
+     "in their original order.", [("filter_by_prefix(['apple', 'bee', 'ape'], 'ap')", "['apple', 'ape']")]),
+    ("grade_letter", "score: float", "str", "Return 'A' for scores of 90 or more, 'B' for 80 to 89, 'C' for 70 to "
+     "79, 'D' for 60 to 69 and 'F' otherwise.", [("grade_letter(85)", "'B'"), ("grade_letter(42)", "'F'")]),
+    ("sum_even_positions", "lst: List[int]", "int", "Return the sum of the elements at even indices of lst.",
+     [("sum_even_positions([5, 8, 7, 1])", "12")]),
+    ("collatz_steps", "n: int", "int", "Return how many steps of the Collatz rule (halve if even, else 3n + 1) "
+     "take n to 1.", [("collatz_steps(6)", "8"), ("collatz_steps(1)", "0")]),
+    ("shortest_string", "strings: List[str]", "Optional[str]", "Return the shortest string of the list, the first "
+     "one in case of a tie, or None for an empty list.", [("shortest_string(['abc', 'de', 'fg'])", "'de'"),
+                                                         ("shortest_string([])", "None")]),
+    ("count_distinct_chars", "s: str", "int", "Count the distinct characters in s, ignoring case.",
+     [("count_distinct_chars('xyzXYZ')", "3")]),
+    ("prime_factors", "n: int", "List[int]", "Return the prime factors of n in increasing order, repeated as often "
+     "as they divide n.", [("prime_factors(12)", "[2, 2, 3]"), ("prime_factors(13)", "[13]")]),
+    ("parse_scores", "text: str", "Dict[str, int]", "Parse lines of the form 'name: score' and return a dictionary "
+     "from names to integer scores.", [("parse_scores('ann: 3\\nbo: 5')", "{'ann': 3, 'bo': 5}")]),
+    ("weekday_name", "day: int", "str", "Return the name of the weekday for a number from 0 (Monday) to 6 (Sunday).",
+     [("weekday_name(0)", "'Monday'"), ("weekday_name(6)", "'Sunday'")]),
+    ("spiral_order", "matrix: List[List[int]]", "List[int]", "Return the elements of the matrix in clockwise "
+     "spiral order, starting at the top left.", [("spiral_order([[1, 2], [3, 4]])", "[1, 2, 4, 3]")]),
+]
+STUB_ASKS = ["Complete the following Python function.", "Complete this Python function:", "Finish the function below.",
+             "Fill in the body of this Python function.", "Implement the function below in Python.",
+             "Write the code for this function:"]
+
+
+def _stub_code(r: random.Random) -> str:
+    name, params, ret, doc, examples = r.choice(STUBS)
+    style = r.randrange(3)
+    if style == 0:    # doctest examples
+        ex = "".join(f"    >>> {call}\n    {out}\n" for call, out in examples)
+    elif style == 1:  # prose examples
+        ex = "    For example:\n" + "".join(f"    {call} returns {out}\n" for call, out in examples)
+    else:             # numbered input / output
+        ex = "".join(f"    Example {i + 1}:\n        Input: {call[len(name) + 1:-1]}\n        Output: {out}\n"
+                     for i, (call, out) in enumerate(examples))
+    hints = r.random() < 0.6
+    head = f"def {name}({params}) -> {ret}:" if hints else f"def {name}({', '.join(p.split(':')[0] for p in params.split(', '))}):"
+    typing = [t for t in ("List", "Tuple", "Dict", "Optional") if hints and t + "[" in params + ret]
+    imports = f"from typing import {', '.join(typing)}\n\n\n" if typing else "\n"
+    return f"{imports}{head}\n    \"\"\"{doc}\n\n{ex}    \"\"\"\n"
+
+
+def _complete(r: random.Random) -> str:
+    code = _stub_code(r)
+    if r.random() < 0.75:
+        return f"{r.choice(STUB_ASKS)}\n```python\n{code}```"
+    ask = r.choice(["Add type hints and a docstring to this function:", "Rewrite this function so that it is easier "
+                    "to read:", "Write three unit tests for this function:", "Explain this Python code line by line:",
+                    "Rename the variables in this code so that their names say what they hold:"])
+    return f"{ask}\n\n{r.choice(PY_SNIPPETS)}"
+
+
+# --- open-ended writing, role play and extraction from a given text --------------------------------
+PERSONAS = ["a ship's captain in the 1800s", "a friendly librarian", "a detective solving a small-town mystery",
+            "a chef who runs a busy restaurant", "a tour guide in Rome", "a personal fitness coach", "a museum curator",
+            "a medieval blacksmith", "a science teacher", "an astronaut on the space station", "a gardener",
+            "a startup founder pitching to investors", "a sports commentator", "a travel writer", "a doctor",
+            "a wise old owl in a forest", "a customer support agent", "a pirate looking for treasure"]
+ROLE_ASKS = ["Describe a typical day in your life.", "What advice would you give to someone just starting out?",
+             "Tell me about the hardest moment of your career.", "How would you explain your job to a child?",
+             "What do you love most about your work?", "Introduce yourself to a new visitor.",
+             "What mistakes do beginners make, and how can they avoid them?"]
+WRITE_FORMS = ["travel blog post", "product description", "short speech", "persuasive essay", "newsletter intro",
+               "cover letter", "short story opening", "opinion piece", "social media post", "press release"]
+WRITE_TOPICS = ["a weekend in Kyoto", "a new reusable water bottle", "the opening of a community garden",
+                "why schools should teach cooking", "a local library's summer reading program", "an electric bicycle",
+                "a hiking trip in the Alps", "a small bakery's anniversary", "remote work", "a charity fun run",
+                "learning a second language", "a new smartphone app for budgeting", "a jazz festival",
+                "recycling at the office", "a science fair", "a family holiday by the sea"]
+WRITE_HOW = ["highlighting cultural experiences and must-see attractions", "in an enthusiastic tone",
+             "for a general audience", "in under 200 words", "with a catchy title", "using vivid details",
+             "that ends with a call to action", "in the style of a news report", ""]
+CITIES = ["Lisbon", "Oslo", "Nairobi", "Toronto", "Melbourne", "Seoul", "Lima", "Dublin", "Prague", "Denver"]
+PRODUCTS = ["solar panels", "office chairs", "laptops", "coffee machines", "bicycles", "tablets", "printers"]
+MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
+          "November", "December"]
+
+
+def _roleplay(r: random.Random) -> str:
+    return r.choice(["Pretend you are {p}. {q}", "Imagine you are {p}. {q}", "Act as {p}. {q}",
+                     "You are {p}. {q}"]).format(p=r.choice(PERSONAS), q=r.choice(ROLE_ASKS))
+
+
+def _writing(r: random.Random) -> str:
+    how = r.choice(WRITE_HOW)
+    return r.choice(["Compose an engaging {f} about {t}{h}.", "Write a {f} about {t}{h}.",
+                     "Draft a {f} for {t}{h}."]).format(f=r.choice(WRITE_FORMS), t=r.choice(WRITE_TOPICS),
+                                                      h=", " + how if how else "")
+
+
+def _passage(r: random.Random) -> str:
+    out = []
+    for _ in range(r.randint(2, 4)):
+        n1, n2 = r.sample(NAMES, 2)
+        out.append(r.choice([
+            "{a} met {b} in {c} on {m} {d} to sign an order for {q} {p} worth ${v}.",
+            "On {m} {d}, {a} shipped {q} {p} from {c} to {b}, who paid ${v}.",
+            "{a} from {c} reported that sales of {p} rose to {q} units in {m}, bringing in ${v}.",
+            "{b} visited {c} in {m} and bought {q} {p} for ${v} after talking to {a}."]).format(
+            a=n1, b=n2, c=r.choice(CITIES), m=r.choice(MONTHS), d=r.randint(1, 28), q=r.randint(2, 500),
+            p=r.choice(PRODUCTS), v=r.randint(100, 90000)))
+    return " ".join(out)
+
+
+def _extract(r: random.Random) -> str:
+    ask = r.choice(["Extract every person, city and amount of money from the text below and return them as JSON.",
+                    "List the names, dates and numbers mentioned in the following text.",
+                    "Summarise the text below in one sentence.", "Rewrite the following text in a more formal tone.",
+                    "Turn the text below into a table with columns for name, city, product and amount.",
+                    "Correct any grammar mistakes in the text below and return the corrected text.",
+                    "Translate the following text into simple English for a child."])
+    return f"{ask}\n\n{_passage(r)}"
+
+
 # Generic instructions that multiply the space of the open-ended categories (not the maths ones).
 EXTRAS = ["", "", "", "", " Keep it under 100 words.", " Use bullet points.", " Be concise.", " Answer in a friendly tone.",
           " Include an example.", " Use simple words.", " Make it fun.", " Keep it to one paragraph.", " Use a formal tone.",
@@ -379,15 +560,19 @@ def _extra(fn):
     return lambda r: fn(r) + r.choice(EXTRAS)
 
 
-CATEGORIES = [(_code, 5), (_arith, 3), (_word_problem, 3), (_convert, 1), (_extra(_explain), 3), (_extra(_list), 2),
-              (_extra(_email), 2), (_extra(_compare), 2), (_extra(_story), 2), (_extra(_howto), 2), (_rewrite, 2),
-              (_extra(_advice), 1)]
+# name -> (builder, weight); `--families` trains on a subset (e.g. a code drafter: code,complete).
+CATEGORIES = {"code": (_code, 5), "arith": (_arith, 3), "word": (_word_problem, 3), "convert": (_convert, 1),
+              "explain": (_extra(_explain), 3), "list": (_extra(_list), 2), "email": (_extra(_email), 2),
+              "compare": (_extra(_compare), 2), "story": (_extra(_story), 2), "howto": (_extra(_howto), 2),
+              "rewrite": (_rewrite, 2), "advice": (_extra(_advice), 1), "complete": (_complete, 4),
+              "roleplay": (_extra(_roleplay), 1), "writing": (_extra(_writing), 2), "extract": (_extract, 2)}
 
 
-def build_prompts(n: int, seed: int = 0, exclude: set[str] | None = None) -> list[str]:
-    """n distinct prompts, the same for the same (n, seed); prompts in `exclude` are skipped."""
+def build_prompts(n: int, seed: int = 0, exclude: set[str] | None = None,
+                  families: list[str] | None = None) -> list[str]:
+    """n distinct prompts, the same for the same (n, seed, families); prompts in `exclude` are skipped."""
     r = random.Random(seed)
-    fns, weights = zip(*CATEGORIES)
+    fns, weights = zip(*(CATEGORIES[f] for f in (families or CATEGORIES)))
     seen: set[str] = set(exclude or ())
     out: list[str] = []
     misses = 0
@@ -403,6 +588,6 @@ def build_prompts(n: int, seed: int = 0, exclude: set[str] | None = None) -> lis
     return out
 
 
-def heldout_prompts(n: int, train: list[str], seed: int = 10_000) -> list[str]:
+def heldout_prompts(n: int, train: list[str], seed: int = 10_000, families: list[str] | None = None) -> list[str]:
     """n prompts from another seed that are not in the training list (for the trainer's tau proxy)."""
-    return build_prompts(n, seed, exclude=set(train))
+    return build_prompts(n, seed, exclude=set(train), families=families)

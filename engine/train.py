@@ -342,6 +342,8 @@ def add_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--data", default=str(ROOT / "out" / "train-data"), help="response shards and train state")
     g.add_argument("--prompts", type=int, default=6000, help="training prompts (engine/prompts.py)")
     g.add_argument("--prompt-seed", type=int, default=0)
+    g.add_argument("--families", default="", help="comma list of prompt families (engine/prompts.py CATEGORIES; "
+                   "default all), e.g. code,complete for a code drafter")
     g.add_argument("--eval-prompts", type=int, default=30, help="held-out prompts for tau_sim (per set with --eval-sets)")
     g.add_argument("--eval-sets", default="", help="comma list of the benchmark's sets (humaneval,mtbench,math,chat): "
                    "tau_sim on the prompts `bench --n N` runs instead of our held-out ones")
@@ -413,6 +415,11 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _data_settings(args: argparse.Namespace) -> dict:
+    """What the response shards depend on, recorded in --data's meta.json."""
+    return dict(prompt_seed=args.prompt_seed, families=args.families, max_new_tokens=args.max_new_tokens)
+
+
 def check_args(args: argparse.Namespace) -> None:
     """Bad settings fail before the target loads, naming the option."""
     for name, low in (("layers", 1), ("block_size", 2), ("anchors", 1), ("batch", 1), ("prompts", 1),
@@ -434,6 +441,20 @@ def check_args(args: argparse.Namespace) -> None:
         bad = [x for x in args.eval_sets.split(",") if x not in SETS]
         if bad:
             raise InputError("eval_sets", f"unknown set {bad[0]!r} (one of {', '.join(SETS)})")
+    if args.families:
+        from .prompts import CATEGORIES
+
+        bad = [x for x in args.families.split(",") if x not in CATEGORIES]
+        if bad:
+            raise InputError("families", f"unknown family {bad[0]!r} (one of {', '.join(CATEGORIES)})")
+    meta = Path(args.data) / "meta.json"
+    if not args.no_gen and not args.eval_only and meta.is_file() and any(Path(args.data).glob("train-*.jsonl")):
+        # resuming generation with other prompts or lengths would mix two data sets silently
+        had, want = json.loads(meta.read_text()), _data_settings(args)
+        for k in want:
+            if k in had and had[k] != want[k]:
+                raise InputError("data", f"{args.data} holds responses made with {k.replace('_', '-')} {had[k]!r}, "
+                                 f"not {want[k]!r}: use another --data folder, or --no-gen to train on them")
     if args.init_from and not (Path(args.init_from) / "config.json").is_file():
         raise InputError("init_from", f"{args.init_from} is not a drafter folder (no config.json)")
 
@@ -477,9 +498,12 @@ def main(args: argparse.Namespace) -> int:
     meta_path = data / "meta.json"
     meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
     shard = meta.get("shard_size") or args.shard_size or args.gen_batch  # shards must not move on resume
-    meta.update(shard_size=shard, prompt_seed=args.prompt_seed, max_new_tokens=args.max_new_tokens)
-    meta_path.write_text(json.dumps(meta))
-    train_prompts = build_prompts(args.prompts, args.prompt_seed)
+    families = args.families.split(",") if args.families else None
+    making = not args.no_gen and not args.eval_only
+    if making:
+        meta.update(shard_size=shard, **_data_settings(args))
+        meta_path.write_text(json.dumps(meta))
+    train_prompts = build_prompts(args.prompts, args.prompt_seed, families=families)
     if args.eval_sets:  # the benchmark's own prompts (its sampling), so that tau_sim compares with `bench`
         from .bench import load_set, sample_prompts
 
@@ -487,14 +511,19 @@ def main(args: argparse.Namespace) -> int:
         picked = [(name, p["prompt"]) for name in sets for p in sample_prompts(load_set(name), args.eval_prompts)]
         eval_tag = f"evalsets-{'_'.join(sets)}-n{args.eval_prompts}"
     else:
-        picked = [("heldout", p) for p in heldout_prompts(args.eval_prompts, train_prompts, seed=args.prompt_seed + 10_000)]
+        picked = [("heldout", p) for p in heldout_prompts(args.eval_prompts, train_prompts, seed=args.prompt_seed + 10_000,
+                                                          families=families)]
         eval_tag = "eval"
     eval_set_of, eval_prompts = [name for name, _ in picked], [p for _, p in picked]
     target.eval()
+    stale = data / f"{eval_tag}-00000.jsonl"
+    if stale.exists() and [r["prompt"] for r in load_shards(data, eval_tag)] != eval_prompts:
+        log(f"{stale.name} answers other prompts (another seed, families or prompt count): making it again")
+        stale.unlink()
     generate_shards(target, tok, eval_prompts, data, eval_tag, shard_size=max(1, len(eval_prompts)),
                     batch_size=args.gen_batch, max_new_tokens=args.max_new_tokens, sample_frac=0.0,
                     temperature=0.0, seed=args.seed, deadline=float("inf"))
-    if not args.no_gen and not args.eval_only:
+    if making:
         gen_deadline = min(deadline, t0 + args.gen_minutes * 60 if args.gen_minutes > 0 else float("inf"))
         generate_shards(target, tok, train_prompts, data, "train", shard_size=shard, batch_size=args.gen_batch,
                         max_new_tokens=args.max_new_tokens, sample_frac=args.sample_frac,
@@ -517,7 +546,8 @@ def main(args: argparse.Namespace) -> int:
     n_sampled = sum(1 for r in recs if r["temperature"] > 0)
     data_info = {"sequences": len(seqs), "response_tokens": n_tok, "sampled": n_sampled,
                  "greedy": len(recs) - n_sampled, "eval_prompts": len(eval_seqs),
-                 "prompt_set": f"engine/prompts.py build_prompts({args.prompts}, seed={args.prompt_seed})",
+                 "prompt_set": f"engine/prompts.py build_prompts({args.prompts}, seed={args.prompt_seed}"
+                               + (f", families={args.families}" if args.families else "") + ")",
                  "max_new_tokens": args.max_new_tokens, "temperature": args.temperature}
     log(f"data: {len(seqs)} sequences, {n_tok} response tokens ({n_sampled} sampled), {len(eval_seqs)} eval")
 

@@ -282,6 +282,18 @@ def test_prompts_deterministic_distinct_and_plenty():
     assert kinds > 300  # code tasks are a real share of the mix
 
 
+def test_prompt_families_restrict_the_mix():
+    stubs = build_prompts(300, seed=0, families=["complete"])
+    assert len(set(stubs)) == 300 and all("def " in p for p in stubs)
+    assert sum("```python" in p and '"""' in p for p in stubs) > 150   # mostly stubs to complete, with docstrings
+    passages = build_prompts(100, seed=0, families=["extract"])
+    assert all("$" in p.split("\n\n", 1)[1] for p in passages)          # an instruction, then a text to work on
+    mixed = build_prompts(2000, seed=0)
+    assert 0 < sum(p in set(stubs) for p in mixed) and set(stubs) != set(mixed[:300])
+    held = heldout_prompts(20, stubs, families=["complete"])
+    assert all("def " in p for p in held) and not set(held) & set(stubs)
+
+
 class _Tok:
     """Just enough of a tokenizer for generate_shards: a chat template and ids in the tiny vocabulary."""
 
@@ -340,6 +352,10 @@ def test_cli_trains_sparse_then_trains_on_with_init_from(tmp_path):
     assert ev.returncode == 0, ev.stderr[-2000:]
     assert "eval math: tau_sim " in ev.stdout and "eval chat: tau_sim " in ev.stdout and "(2 prompts" in ev.stdout
     assert not (tmp_path / "d4").exists()  # nothing exported
+    other = run("--out", str(tmp_path / "d6"), "--prompt-seed", "5")   # the folder holds seed 0's responses
+    assert other.returncode == 2 and other.stderr.startswith("error: data: ") and "prompt-seed 0" in other.stderr
+    ev3 = run("--out", str(tmp_path / "d4"), "--eval-only", "--init-from", str(tmp_path / "d1"), "--eval-prompts", "3")
+    assert ev3.returncode == 0 and "answers other prompts" in ev3.stdout and "(3 prompts" in ev3.stdout, ev3.stderr
     grow = run("--out", str(tmp_path / "d5"), "--steps", "1", "--no-gen", "--fresh", "--layers", "2",
                "--init-from", str(tmp_path / "d1"))
     assert grow.returncode == 0 and "layers [1] added on top" in grow.stdout, grow.stderr[-2000:]
@@ -352,7 +368,8 @@ def test_cli_trains_sparse_then_trains_on_with_init_from(tmp_path):
 
 @pytest.mark.parametrize("flags, field", [
     (["--loss-depth", "4", "--block-size", "4"], "loss_depth"), (["--head-topk", "8", "--kl", "0"], "head_topk"),
-    (["--kl", "1.5"], "kl"), (["--anchors", "0"], "anchors"), (["--init-from", "/nonexistent"], "init_from")])
+    (["--kl", "1.5"], "kl"), (["--anchors", "0"], "anchors"), (["--init-from", "/nonexistent"], "init_from"),
+    (["--families", "code,poetry"], "families")])
 def test_cli_bad_settings_exit_2_naming_the_option(flags, field):
     from engine.__main__ import main
     import contextlib
