@@ -516,10 +516,6 @@ def main(args: argparse.Namespace) -> int:
         eval_tag = "eval"
     eval_set_of, eval_prompts = [name for name, _ in picked], [p for _, p in picked]
     target.eval()
-    stale = data / f"{eval_tag}-00000.jsonl"
-    if stale.exists() and [r["prompt"] for r in load_shards(data, eval_tag)] != eval_prompts:
-        log(f"{stale.name} answers other prompts (another seed, families or prompt count): making it again")
-        stale.unlink()
     generate_shards(target, tok, eval_prompts, data, eval_tag, shard_size=max(1, len(eval_prompts)),
                     batch_size=args.gen_batch, max_new_tokens=args.max_new_tokens, sample_frac=0.0,
                     temperature=0.0, seed=args.seed, deadline=float("inf"))

@@ -55,6 +55,13 @@ def generate_shards(target, tok, prompts: list[str], data_dir: Path, tag: str, *
     """Write {tag}-NNNNN.jsonl shards of `shard_size` prompts each; existing shards are kept (resume)."""
     pad_id, stops = stop_ids(target, tok)[0], stop_ids(target, tok)
     n_shards = math.ceil(len(prompts) / shard_size)
+    for k in range(n_shards):  # a shard made for other prompts (another seed or mix) is set aside, not mixed in
+        path = data_dir / f"{tag}-{k:05d}.jsonl"
+        if path.exists() and [json.loads(x)["prompt"] for x in path.read_text().splitlines() if x.strip()] \
+                != prompts[k * shard_size:(k + 1) * shard_size]:
+            log(f"{path.name} answers other prompts (another seed, families or prompt count): kept as "
+                f"{path.name}.stale, making it again")
+            os.replace(path, path.with_name(path.name + ".stale"))
     todo = [k for k in range(n_shards) if not (data_dir / f"{tag}-{k:05d}.jsonl").exists()]
     if not todo:
         return
