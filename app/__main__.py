@@ -17,6 +17,8 @@ OFFLINE_ENV = {"GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1", "TRAN
                "HF_HUB_DISABLE_TELEMETRY": "1", "DO_NOT_TRACK": "1", "GRADIO_SSR_MODE": "False"}
 os.environ.update(OFFLINE_ENV)
 
+from engine.options import add_model_args  # noqa: E402  (after the environment is set)
+
 QUEUE_MAX = 16  # waiting events across sessions; more are refused with a "queue full" message
 
 
@@ -24,10 +26,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m app", description=__doc__)
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
     p.add_argument("--port", type=int, default=7860)
-    p.add_argument("--target", default=None, help="'embedded' (default), a model folder or a cached hub id")
-    p.add_argument("--drafter", default=None, help="'default', 'random', a folder or a cached hub id")
-    p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N")
-    p.add_argument("--dtype", default="auto")
+    add_model_args(p)  # --target, --drafter, --device, --dtype, --draft-dtype, --trust-remote-code
     p.add_argument("--no-model", action="store_true", help="replay traces only; load no model")
     p.add_argument("--queue-size", type=int, default=QUEUE_MAX)
     return p.parse_args(argv)
@@ -41,7 +40,7 @@ def launch(args: argparse.Namespace, block: bool = True):
     from .page import CSS, HEAD, PLOTLY_JS, PLOTLY_ROUTE, theme
     from .ui import build_ui
 
-    loader = ModelLoader(args.target, args.drafter, args.device, args.dtype, enabled=not args.no_model).start()
+    loader = ModelLoader(args, enabled=not args.no_model).start()
     plotly_js = Route(PLOTLY_ROUTE, lambda request: FileResponse(PLOTLY_JS, media_type="text/javascript",
                                                                   headers={"Cache-Control": "max-age=86400"}))
     demo = build_ui(loader)

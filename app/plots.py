@@ -8,6 +8,8 @@ from __future__ import annotations
 import networkx as nx
 import plotly.graph_objects as go
 
+from engine.analyses import baseline_accepted
+
 from . import records
 from .tokentext import tok_cell, tok_full
 
@@ -111,29 +113,8 @@ def _fig(data: list[dict], layout: dict) -> go.Figure:
     return go.Figure({"data": data, "layout": layout}, _validate=False)
 
 
-def round_figure(rec: dict, token_texts: dict, title: str | None = None) -> go.Figure:
-    """One round: (a) alignment grid of g(0) and every g(d) at its attachment site, (b) the merged trie.
-
-    Both rows share the x axis: absolute position anchor_pos + depth. Token text travels in data
-    arrays only (text / customdata), never inside a template string.
-    """
-    s = int(rec["anchor_pos"])
-    L = int(rec.get("block_size") or len(rec["baseline"]))
-    rows = _grid_rows(rec)
-    trie = rec["trie"]
-    depths = [int(d) for d in trie["depths"]]
-    parents = trie["parents"]
-    acc_nodes = [int(n) for n in rec.get("accepted_nodes", [0])]
-    acc_set = set(acc_nodes)
-    a = int(rec.get("accepted", len(acc_nodes) - 1))
-    bonus = rec.get("bonus")
-    show_bonus = bonus is not None and len(rec.get("new_tokens", [])) > a  # not cut by a stop / max tokens
-    max_depth = max([r["start"] + len(r["tokens"]) - 1 for r in rows] + depths + [a + 1])
-    xs = list(range(s, s + max_depth + 1))
-    n_rows = len(rows)
-    labels = [r["label"] for r in rows]
-
-    # (a) the grid: one heatmap, z = colour code, text = visible token (cut), customdata = full token if cut
+def _grid_traces(rows: list[dict], xs: list[int], token_texts: dict) -> list[dict]:
+    """(a) the grid: one heatmap, z = colour code, text = visible token (cut), customdata = full token if cut."""
     n_codes = 2 + len(D_COLORS)
     z, text, full = [], [], []
     budget = MAX_CELL_TEXTS  # cell labels are the costly part of drawing (SVG text measuring)
@@ -158,12 +139,14 @@ def round_figure(rec: dict, token_texts: dict, title: str | None = None) -> go.F
     scale = []
     for i, c in enumerate([BASE_COLOR, GREY] + D_COLORS):
         scale += [[i / n_codes, c], [(i + 1) / n_codes, c]]
-    data = [{"type": "heatmap", "x": xs, "y": labels, "z": z, "text": text, "customdata": full,
+    return [{"type": "heatmap", "x": xs, "y": [r["label"] for r in rows], "z": z, "text": text, "customdata": full,
              "texttemplate": "%{text}", "hovertemplate": "%{y} · pos %{x}: %{text}%{customdata}<extra></extra>",
              "colorscale": scale, "zmin": 0, "zmax": n_codes, "showscale": False, "xgap": 2, "ygap": 2,
              "textfont": {"size": 10, "color": "white"}, "name": "blocks", "xaxis": "x", "yaxis": "y"}]
 
-    # matching sites (open markers), chosen site emphasised
+
+def _site_traces(rows: list[dict], s: int) -> list[dict]:
+    """Matching sites (open markers), the chosen site emphasised."""
     sx, sy, ssym, ssize, shov = [], [], [], [], []
     for r in rows:
         for t in r["sites"]:
@@ -175,25 +158,17 @@ def round_figure(rec: dict, token_texts: dict, title: str | None = None) -> go.F
             ssize.append(20 if chosen else 15 if attached else 11)
             note = " · chosen" if chosen else " · attached" if attached else ""
             shov.append(f"g({r['d']})[0] = g(0)[{t}]{note}")
-    if sx:
-        data.append({"type": "scatter", "x": sx, "y": sy, "mode": "markers", "hovertext": shov,
-                     "hoverinfo": "text", "name": "matching site", "xaxis": "x", "yaxis": "y",
-                     "marker": {"symbol": ssym, "size": ssize, "color": "#111", "line": {"width": 2}}})
+    if not sx:
+        return []
+    return [{"type": "scatter", "x": sx, "y": sy, "mode": "markers", "hovertext": shov,
+             "hoverinfo": "text", "name": "matching site", "xaxis": "x", "yaxis": "y",
+             "marker": {"symbol": ssym, "size": ssize, "color": "#111", "line": {"width": 2}}}]
 
-    # (b) the trie: edges, accepted path, nodes by provenance, bonus
-    trie_y, n_slots = _trie_layout(rec)
-    ex, ey = [], []
-    for i, p in enumerate(parents):
-        if p is not None and p >= 0:
-            ex += [s + depths[p], s + depths[i], None]
-            ey += [trie_y[p], trie_y[i], None]
-    data.append({"type": "scatter", "x": ex, "y": ey, "mode": "lines", "line": {"color": "#aab", "width": 1},
-                 "hoverinfo": "skip", "showlegend": False, "xaxis": "x2", "yaxis": "y2"})
-    ax = [s + depths[n] for n in acc_nodes] + ([s + a + 1] if show_bonus else [])
-    ay = [trie_y[n] for n in acc_nodes] + ([trie_y[acc_nodes[-1]]] if show_bonus else [])
-    data.append({"type": "scatter", "x": ax, "y": ay, "mode": "lines", "name": "accepted path", "opacity": 0.55,
-                 "line": {"color": ACCEPT_COLOR, "width": 5}, "hoverinfo": "skip", "xaxis": "x2", "yaxis": "y2"})
 
+def _trie_node_traces(rec: dict, token_texts: dict, trie_y: list[float], acc_set: set[int]) -> list[dict]:
+    """The trie's nodes, one trace per provenance category (baseline, shared, g(d) only)."""
+    s, trie = int(rec["anchor_pos"]), rec["trie"]
+    depths, parents = trie["depths"], trie["parents"]
     srcs = records.node_sources(rec)
     top1 = rec.get("target_top1") or []
     many = len(parents) > 64  # label only accepted nodes in big tries (payload, legibility)
@@ -201,6 +176,7 @@ def round_figure(rec: dict, token_texts: dict, title: str | None = None) -> go.F
     for i in range(len(parents)):
         groups.setdefault(records.node_category(srcs[i]), []).append(i)
     order = sorted(groups, key=lambda c: (c != "baseline", c != "shared", int(c[1:]) if c[0] == "d" else 0))
+    out = []
     for cat in order:
         nodes = groups[cat]
         cd = []
@@ -211,8 +187,8 @@ def round_figure(rec: dict, token_texts: dict, title: str | None = None) -> go.F
                        tok_full(token_texts, top1[i]) if i < len(top1) else "?", paths,
                        " · accepted" if i in acc_set else ""])
         name = {"baseline": "baseline g(0)", "shared": "shared"}.get(cat, f"g({cat[1:]}) only")
-        data.append({
-            "type": "scatter", "x": [s + depths[i] for i in nodes], "y": [trie_y[i] for i in nodes],
+        out.append({
+            "type": "scatter", "x": [s + int(depths[i]) for i in nodes], "y": [trie_y[i] for i in nodes],
             "mode": "markers+text", "name": name, "xaxis": "x2", "yaxis": "y2", "customdata": cd,
             "text": [tok_cell(token_texts, trie["tokens"][i], 6) if (i in acc_set or not many) else ""
                      for i in nodes],
@@ -221,6 +197,30 @@ def round_figure(rec: dict, token_texts: dict, title: str | None = None) -> go.F
                              "<br>target top-1: %{customdata[2]}<br>paths: %{customdata[3]}<extra></extra>",
             "marker": {"size": [13 if i in acc_set else 9 for i in nodes], "color": category_color(cat),
                        "line": {"width": [2.5 if i in acc_set else 0 for i in nodes], "color": ACCEPT_COLOR}}})
+    return out
+
+
+def _trie_traces(rec: dict, token_texts: dict) -> tuple[list[dict], int]:
+    """(b) the trie: edges, the accepted path, nodes by provenance, the bonus; and its number of rows."""
+    s, trie = int(rec["anchor_pos"]), rec["trie"]
+    depths, parents = [int(d) for d in trie["depths"]], trie["parents"]
+    acc_nodes = [int(n) for n in rec.get("accepted_nodes", [0])]
+    a = int(rec.get("accepted", len(acc_nodes) - 1))
+    bonus = rec.get("bonus")
+    show_bonus = bonus is not None and len(rec.get("new_tokens", [])) > a  # not cut by a stop / max tokens
+    trie_y, n_slots = _trie_layout(rec)
+    ex, ey = [], []
+    for i, p in enumerate(parents):
+        if p is not None and p >= 0:
+            ex += [s + depths[p], s + depths[i], None]
+            ey += [trie_y[p], trie_y[i], None]
+    data = [{"type": "scatter", "x": ex, "y": ey, "mode": "lines", "line": {"color": "#aab", "width": 1},
+             "hoverinfo": "skip", "showlegend": False, "xaxis": "x2", "yaxis": "y2"}]
+    ax = [s + depths[n] for n in acc_nodes] + ([s + a + 1] if show_bonus else [])
+    ay = [trie_y[n] for n in acc_nodes] + ([trie_y[acc_nodes[-1]]] if show_bonus else [])
+    data.append({"type": "scatter", "x": ax, "y": ay, "mode": "lines", "name": "accepted path", "opacity": 0.55,
+                 "line": {"color": ACCEPT_COLOR, "width": 5}, "hoverinfo": "skip", "xaxis": "x2", "yaxis": "y2"})
+    data += _trie_node_traces(rec, token_texts, trie_y, set(acc_nodes))
     if show_bonus:
         data.append({"type": "scatter", "x": [s + a + 1], "y": [trie_y[acc_nodes[-1]]], "mode": "markers+text",
                      "name": "bonus", "text": [tok_cell(token_texts, bonus, 6)], "textposition": "top center",
@@ -229,7 +229,13 @@ def round_figure(rec: dict, token_texts: dict, title: str | None = None) -> go.F
                      "xaxis": "x2", "yaxis": "y2",
                      "marker": {"symbol": "star", "size": 15, "color": BONUS_COLOR,
                                 "line": {"width": 1, "color": "#333"}}})
+    return data, n_slots
 
+
+def _round_layout(rec: dict, n_rows: int, n_slots: int, max_depth: int, title: str | None) -> dict:
+    """Grid above trie, sharing the position axis; the extension band past the native block."""
+    s, L = int(rec["anchor_pos"]), int(rec.get("block_size") or len(rec["baseline"]))
+    a = int(rec.get("accepted", len(rec.get("accepted_nodes", [0])) - 1))
     grid_h = 22 * n_rows + 20
     trie_h = 26 * n_slots + 30
     gap = 0.06 if n_rows > 3 else 0.1
@@ -242,8 +248,8 @@ def round_figure(rec: dict, token_texts: dict, title: str | None = None) -> go.F
                             "showarrow": False, "xanchor": "left", "yanchor": "bottom",
                             "font": {"size": 10, "color": "#a07800"}})
     head = title or (f"round {rec['round']} · anchor @ {s} · accepted {a}"
-                     f" ({records.baseline_alone(rec)} baseline-alone) · {len(parents)} trie nodes")
-    layout = {
+                     f" ({baseline_accepted(rec)} baseline-alone) · {len(rec['trie']['parents'])} trie nodes")
+    return {
         "template": "none", "font": FONT, "height": 90 + grid_h + trie_h,
         "margin": {"l": 90, "r": 10, "t": 34, "b": 40}, "title": {"text": head, "x": 0.01, "font": {"size": 13}},
         "showlegend": False,  # a Plotly legend costs ~45 ms per draw: the page shows FIGURE_LEGEND instead
@@ -258,7 +264,23 @@ def round_figure(rec: dict, token_texts: dict, title: str | None = None) -> go.F
                    "showgrid": False, "zeroline": False},
         "shapes": shapes, "annotations": annotations,
     }
-    return _fig(data, layout)
+
+
+def round_figure(rec: dict, token_texts: dict, title: str | None = None) -> go.Figure:
+    """One round: (a) alignment grid of g(0) and every g(d) at its attachment site, (b) the merged trie.
+
+    Both rows share the x axis: absolute position anchor_pos + depth. Token text travels in data
+    arrays only (text / customdata), never inside a template string.
+    """
+    s = int(rec["anchor_pos"])
+    rows = _grid_rows(rec)
+    a = int(rec.get("accepted", len(rec.get("accepted_nodes", [0])) - 1))
+    max_depth = max([r["start"] + len(r["tokens"]) - 1 for r in rows] + [int(d) for d in rec["trie"]["depths"]]
+                    + [a + 1])
+    xs = list(range(s, s + max_depth + 1))
+    trie_data, n_slots = _trie_traces(rec, token_texts)
+    data = _grid_traces(rows, xs, token_texts) + _site_traces(rows, s) + trie_data
+    return _fig(data, _round_layout(rec, len(rows), n_slots, max_depth, title))
 
 
 # ---------------------------------------------------------------- run-level figures

@@ -1,7 +1,13 @@
-"""Pure helpers over trace round records (the schema in engine/CONTRACT.md); no model, no UI."""
+"""Pure helpers over trace round records (the schema in engine/CONTRACT.md); no model, no UI.
+
+The engine owns the definitions (engine.trace, engine.analyses); these are the views the figures need.
+"""
 from __future__ import annotations
 
 from typing import Any
+
+from engine.analyses import baseline_accepted
+from engine.trace import token_sources
 
 Round = dict[str, Any]
 
@@ -31,47 +37,12 @@ def node_category(sources: list[int]) -> str:
     return f"d{min(sources)}"
 
 
-def token_sources(rec: Round) -> list[str]:
-    """Provenance of each token the round commits: 'baseline', 'd<k>' or 'bonus' (the engine's rule)."""
-    from engine.trace import token_sources as engine_sources
-    return engine_sources(rec)
-
-
-def baseline_alone(rec: Round) -> int:
-    """Accepted drafts the baseline alone would have given (the analyses' definition)."""
-    from engine.analyses import baseline_accepted
-    return baseline_accepted(rec)
-
-
 def round_lengths(rec: Round) -> dict[str, int]:
     """Accepted length split: baseline-alone drafts, shifted gain, bonus (1 unless the round was cut)."""
     a = int(rec.get("accepted", 0))
-    base = min(baseline_alone(rec), a)
+    base = min(baseline_accepted(rec), a)
     committed = len(rec.get("new_tokens", [])) or a + 1
     return {"baseline": base, "shifted": a - base, "bonus": max(0, committed - a), "accepted": a}
-
-
-def round_ids(rec: Round) -> set[int]:
-    """Every token id a round record mentions (for token-text maps)."""
-    ids = {int(rec["anchor"]), int(rec.get("bonus", rec["anchor"]))}
-    ids.update(rec.get("baseline", []))
-    for s in rec.get("shifted", []):
-        ids.update(s.get("tokens", []))
-    ids.update(rec["trie"]["tokens"])
-    ids.update(rec.get("target_top1", []))
-    ids.update(rec.get("new_tokens", []))
-    return {int(i) for i in ids}
-
-
-def summary(rounds: list[Round], wall_s: float | None = None, new_tokens: int | None = None) -> dict:
-    """tau, rounds, tokens, tokens/s from round records (for a run in progress)."""
-    n = len(rounds)
-    tau = sum(int(r.get("accepted", 0)) + 1 for r in rounds) / n if n else 0.0
-    toks = new_tokens if new_tokens is not None else 1 + sum(len(r.get("new_tokens", [])) for r in rounds)
-    if wall_s is None:
-        wall_s = sum(float(r.get("round_ms", 0.0)) for r in rounds) / 1000.0
-    return {"tau": tau, "rounds": n, "new_tokens": toks, "wall_s": wall_s,
-            "tokens_per_s": toks / wall_s if wall_s and wall_s > 0 else 0.0, "target_calls": n + 1}
 
 
 def token_rounds(trace: dict) -> list[int]:

@@ -1,6 +1,8 @@
 """Escaped HTML for the streaming text (coloured by provenance) and the metrics strip."""
 from __future__ import annotations
 
+from engine.trace import token_sources
+
 from . import records
 from .plots import BASE_COLOR, BONUS_COLOR, D_COLORS, SHARED_COLOR
 from .tokentext import escape, piece, text_html
@@ -32,20 +34,13 @@ LEGEND = (
 )
 
 
-def source_class(src: str) -> str:
+def source_style(src: str) -> tuple[str, str]:
+    """(CSS class, hover label) of a committed token's source: 'baseline', 'd<k>' or 'bonus'."""
     if src == "baseline":
-        return "rx-b"
+        return "rx-b", "baseline"
     if src.startswith("d"):
-        return f"rx-s{(int(src[1:]) - 1) % len(D_COLORS)}"
-    return "rx-x"
-
-
-def source_label(src: str) -> str:
-    if src == "baseline":
-        return "baseline"
-    if src.startswith("d"):
-        return f"gained via g({src[1:]})"
-    return "bonus"
+        return f"rx-s{(int(src[1:]) - 1) % len(D_COLORS)}", f"gained via g({src[1:]})"
+    return "rx-x", "bonus"
 
 
 def text_view(prompt_ids: list[int], first_token: int | None, rounds: list[dict], token_texts: dict,
@@ -63,7 +58,7 @@ def text_view(prompt_ids: list[int], first_token: int | None, rounds: list[dict]
         parts.append(f"<span class='rx-p'>[… {len(prompt_ids) - len(shown)} prompt tokens]</span>")
     parts.append("<span class='rx-p'>" + text_html("".join(piece(token_texts, t) for t in shown)) + "</span>")
     tokens = [(ri, tok, src) for ri, rec in enumerate(rounds)
-              for tok, src in zip(rec.get("new_tokens", []), records.token_sources(rec))]
+              for tok, src in zip(rec.get("new_tokens", []), token_sources(rec))]
     first = 0 if first_token is None else 1  # data-k of the first round's first token
     skip = max(0, first + len(tokens) - tail) if tail is not None else 0
     if skip:
@@ -75,8 +70,9 @@ def text_view(prompt_ids: list[int], first_token: int | None, rounds: list[dict]
         if k < skip:
             continue
         sel = " sel" if selected_round == ri else ""
-        parts.append(f"<span class='{source_class(src)}{sel}' data-r='{ri}' data-k='{k}' "
-                     f"title='#{k} round {ri} {source_label(src)}'>{text_html(piece(token_texts, tok))}</span>")
+        cls, label = source_style(src)
+        parts.append(f"<span class='{cls}{sel}' data-r='{ri}' data-k='{k}' "
+                     f"title='#{k} round {ri} {label}'>{text_html(piece(token_texts, tok))}</span>")
     parts.append("</div>")
     return "".join(parts)
 

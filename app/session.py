@@ -7,10 +7,9 @@ import time
 from functools import lru_cache
 from pathlib import Path
 
-from . import records
+from engine.paths import TRACES as TRACES_DIR
+from engine.trace import load_trace, run_stats, save_trace
 
-REPO = Path(__file__).resolve().parent.parent
-TRACES_DIR = REPO / "assets" / "traces"
 MAX_UPLOAD_BYTES = 20 * 1024 * 1024
 APP_MAX_NEW_TOKENS = 2048
 MAX_PROMPT_CHARS = 20000
@@ -42,14 +41,8 @@ def example_traces() -> list[tuple[str, str]]:
 
 def load_trace_file(path: str) -> dict:
     """Size-limited, JSON-only, validated by engine.trace.load_trace; raises ValueError naming the field."""
-    from engine.trace import load_trace
-
     if not path or not os.path.isfile(path):
         raise ValueError("Load trace: no file")
-    size = os.path.getsize(path)
-    if size > MAX_UPLOAD_BYTES:
-        raise ValueError(f"Load trace: file is {size / 2**20:.1f} MiB, over the "
-                         f"{MAX_UPLOAD_BYTES / 2**20:.0f} MiB limit")
     try:
         return load_trace(path, max_bytes=MAX_UPLOAD_BYTES)
     except ValueError as e:
@@ -66,8 +59,6 @@ def load_example(path: str) -> dict:
 
 def export_trace(trace: dict) -> str:
     """Write the trace to a fresh temp file for the download button."""
-    from engine.trace import save_trace
-
     cfg = trace.get("config") or {}
     name = f"reanchor-trace-{cfg.get('mode', 'run')}-{cfg.get('rule', '')}-{time.strftime('%Y%m%d-%H%M%S')}.json"
     path = Path(tempfile.mkdtemp(prefix="reanchor-app-")) / name
@@ -75,21 +66,12 @@ def export_trace(trace: dict) -> str:
     return str(path)
 
 
-def add_texts(token_texts: dict, tokenizer, ids) -> None:
-    """Decoded pieces for ids not yet in the map (as engine.trace does for whole traces)."""
-    for i in ids:
-        k = str(int(i))
-        if k not in token_texts:
-            token_texts[k] = tokenizer.decode([int(i)])
-
-
 def stats_of(trace: dict | None) -> dict | None:
     if not trace:
         return None
     if trace.get("stats") and trace.get("complete", True):
         return trace["stats"]
-    rounds = trace.get("rounds", [])
-    return records.summary(rounds, wall_s=trace.get("elapsed_s"))
+    return run_stats(trace.get("rounds", []), wall_s=trace.get("elapsed_s"))
 
 
 def clamp_round(trace: dict | None, i) -> int:

@@ -5,7 +5,10 @@ import argparse
 import json
 import sys
 
+from .bench.main import add_bench_args
 from .errors import InputError
+from .options import add_model_args, models_from_args, parse_max_shifted
+from .train.main import add_train_args
 
 
 def add_generate_args(sub) -> None:
@@ -16,33 +19,19 @@ def add_generate_args(sub) -> None:
     p.add_argument("--temperature", type=float, default=0.0)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--max-new-tokens", type=int, default=128)
-    p.add_argument("--max-shifted", default=None, help="cap on shifted blocks per round, or 'auto'")
+    p.add_argument("--max-shifted", default=None, help="shifted blocks per round: all (default), auto or K")
     p.add_argument("--max-trie-nodes", type=int, default=None)
     p.add_argument("--block-size", type=int, default=None)
     p.add_argument("--ignore-eos", action="store_true")
-    p.add_argument("--target", default=None, help="'embedded' (default), a folder or a hub id")
-    p.add_argument("--drafter", default=None, help="'default', 'random', a folder or a hub id")
-    p.add_argument("--device", default="auto")
-    p.add_argument("--dtype", default="auto", help="target dtype (auto: fp32 on CPU, bf16 on CUDA)")
-    p.add_argument("--draft-dtype", default="auto", help="drafter dtype (auto: as the target)")
-    p.add_argument("--trust-remote-code", action="store_true")
+    add_model_args(p)
     p.add_argument("--trace", default=None, help="write the run's trace (JSON) here")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=generate_main)
 
 
-def parse_max_shifted(v):
-    if v in (None, "auto"):
-        return v
-    try:
-        return int(v)
-    except ValueError:
-        raise InputError("max_shifted", f"{v!r} is neither an integer nor 'auto'")
-
-
 def generate_main(a) -> int:
     from .decode import DecodeConfig, Engine
-    from .models import load_models
+    from .decode.cost import budget_for
     from .trace import save_trace
 
     if not a.prompt.strip():  # fail before loading models
@@ -51,9 +40,8 @@ def generate_main(a) -> int:
                        max_new_tokens=a.max_new_tokens, max_shifted=parse_max_shifted(a.max_shifted),
                        max_trie_nodes=a.max_trie_nodes, block_size=a.block_size,
                        ignore_eos=a.ignore_eos)
-    drafter = "none" if a.mode == "ar" and a.drafter is None else a.drafter
-    eng = Engine(load_models(a.target, drafter, a.device, a.dtype, a.trust_remote_code, a.draft_dtype))
-    trace = eng.generate(a.prompt, cfg)
+    eng = Engine(models_from_args(a, "none" if a.mode == "ar" and a.drafter is None else None))
+    trace = eng.generate(a.prompt, cfg, budget_for(eng, cfg))
     if a.trace:
         save_trace(a.trace, trace)
     if a.json:
@@ -70,16 +58,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m engine", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     add_generate_args(sub)
-    try:
-        from .bench import add_bench_args
-        add_bench_args(sub)
-    except ImportError:
-        pass
-    try:
-        from .train import add_train_args
-        add_train_args(sub)
-    except ImportError:
-        pass
+    add_bench_args(sub)
+    add_train_args(sub)
     a = parser.parse_args(argv)
     try:
         return a.func(a) or 0

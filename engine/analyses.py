@@ -15,8 +15,9 @@ import random
 from collections import Counter
 from typing import Iterator
 
-from .attach import MODES, RULES, assemble
-from .trie import accept, build_trie
+from .attach import proposal
+from .options import MODES, RULES
+from .trie import accept
 
 Traces = dict | list[dict]
 
@@ -221,8 +222,8 @@ def counterfactual(trace: dict, mode: str, rule: str, seed: int = 0) -> list[dic
             a2 = 0
         else:
             shifted = {} if mode == "dflash" else {b["d"]: b["tokens"] for b in r["shifted"]}
-            paths, _ = assemble(r["baseline"], shifted, mode, rule, random.Random(seed * 1_000_003 + i))
-            trie = build_trie([p.tokens for p in paths], cfg.get("max_trie_nodes"))
+            trie = proposal(r["baseline"], shifted, mode, rule, random.Random(seed * 1_000_003 + i),
+                            max_nodes=cfg.get("max_trie_nodes"))[2]
             chain, _ = accept(trie, lambda n: committed[start + trie.depths[n]] if trie.depths[n] < left else -1)
             a2 = len(chain) - 1
         rows.append({"round": i, "actual": int(r["accepted"]), "counterfactual": a2, "cut": a2 >= left})

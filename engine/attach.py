@@ -7,8 +7,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-MODES = ("ar", "dflash", "shifted-fixed", "reanchor", "in-block", "extension")
-RULES = ("earliest", "fixed", "random", "latest", "all")
+from .trie import Trie, build_trie
 
 
 @dataclass
@@ -70,3 +69,13 @@ def assemble(baseline: list[int], shifted: dict[int, list[int]], mode: str, rule
                 p = baseline + p[L:]
             paths.append(Path(d, t, p))
     return paths, info
+
+
+def proposal(baseline: list[int], shifted: dict[int, list[int]], mode: str, rule: str,
+             rng: random.Random, depth_cap: int | None = None, max_nodes: int | None = None
+             ) -> tuple[list[Path], dict[int, dict], Trie]:
+    """One round's proposal: the paths Y, per offset its sites, and their trie. `depth_cap` cuts
+    every path at that depth (the run's last position), `max_nodes` caps the trie."""
+    paths, info = assemble(baseline, shifted, mode, rule, rng)
+    cut = None if depth_cap is None else depth_cap + 1
+    return paths, info, build_trie([p.tokens[:cut] for p in paths], max_nodes)

@@ -25,7 +25,76 @@ class TraceError(ValueError):
     """A trace file that is not a valid reanchor trace; the message says where."""
 
 
+def round_record(i: int, s: int, L: int, baseline: list[int], shifted: dict[int, list[int]], info: dict,
+                 paths: list, trie, chain: list[int], bonus: int, new: list[int], top1: list[int], m: int,
+                 draft_ms: float, verify_ms: float, round_ms: float) -> dict:
+    """One round as the schema above (engine/CONTRACT.md) records it."""
+    return {
+        "round": i, "anchor_pos": s, "anchor": baseline[0], "block_size": L,
+        "baseline": baseline,
+        "shifted": [{"d": d, "tokens": shifted[d], "sites": info[d]["sites"],
+                     "chosen": info[d]["attached"][0] if info[d]["attached"] else None,
+                     "attached": info[d]["attached"]} for d in sorted(shifted)],
+        "paths": [{"source": p.source, "site": p.site, "tokens": p.tokens} for p in paths],
+        "trie": {"tokens": trie.tokens, "parents": trie.parents, "depths": trie.depths,
+                 "provenance": trie.provenance},
+        "accepted_nodes": chain, "accepted": len(chain) - 1, "bonus": bonus,
+        "new_tokens": new, "target_top1": top1, "retained": m,
+        "draft_ms": round(draft_ms, 3), "verify_ms": round(verify_ms, 3), "round_ms": round(round_ms, 3),
+    }
+
+
+def run_stats(rounds: list[dict], new_tokens: int | None = None, wall_s: float | None = None) -> dict:
+    """tau, rounds, tokens, time and model calls of a run (or of its rounds so far): `new_tokens`
+    defaults to the prefill's token plus every round's, `wall_s` to the rounds' own times."""
+    n = len(rounds)
+    if new_tokens is None:
+        new_tokens = 1 + sum(len(r.get("new_tokens", [])) for r in rounds)
+    if wall_s is None:
+        wall_s = sum(float(r.get("round_ms", 0.0)) for r in rounds) / 1000.0
+    return {"tau": sum(int(r.get("accepted", 0)) + 1 for r in rounds) / n if n else 0.0,
+            "rounds": n, "new_tokens": new_tokens, "wall_s": wall_s,
+            "tokens_per_s": new_tokens / wall_s if wall_s and wall_s > 0 else 0.0,
+            "target_calls": n + 1, "draft_calls": sum(1 for r in rounds if r.get("block_size", 0) >= 2)}
+
+
+def round_ids(rec: dict) -> set[int]:
+    """Every token id a round record mentions."""
+    ids = {int(rec["anchor"]), int(rec.get("bonus", rec["anchor"]))}
+    ids.update(rec.get("baseline", []))
+    for b in rec.get("shifted", []):
+        ids.update(b.get("tokens", []))
+    ids.update(rec["trie"]["tokens"])
+    ids.update(rec.get("target_top1", []))
+    ids.update(rec.get("new_tokens", []))
+    return {int(i) for i in ids}
+
+
+def add_token_texts(token_texts: dict, tokenizer, ids) -> dict:
+    """The decoded piece of every id not yet in the map (keys are strings, as in JSON)."""
+    for i in sorted({int(i) for i in ids}):
+        if str(i) not in token_texts:
+            token_texts[str(i)] = tokenizer.decode([i])
+    return token_texts
+
+
+def new_trace(config: dict, prompt_ids: list[int], tokenizer) -> dict:
+    """A trace of a run in progress: `add_round` appends to it; `complete` is False until the
+    run's own trace (make_trace) replaces it."""
+    return {"schema": SCHEMA, "config": config, "prompt_ids": list(prompt_ids),
+            "token_texts": add_token_texts({}, tokenizer, prompt_ids), "rounds": [], "first_token": None,
+            "stats": {}, "complete": False}
+
+
+def add_round(live: dict, rec: dict, tokenizer) -> None:
+    if live["first_token"] is None:
+        live["first_token"] = int(rec["anchor"])
+    add_token_texts(live["token_texts"], tokenizer, round_ids(rec))
+    live["rounds"].append(rec)
+
+
 def make_trace(run) -> dict:
+    """The whole trace of a finished (or stopped) run."""
     eng = run.engine
     m = eng.models
     cfg = asdict(run.cfg)
@@ -35,16 +104,12 @@ def make_trace(run) -> dict:
                else (run.cfg.block_size or (m.drafter.block_size if m.drafter else 1)))
     ids = set(run.prompt_ids) | set(run.output_ids)
     for r in run.rounds:
-        ids.update(r["trie"]["tokens"])
-        ids.update(r["target_top1"])
-        for b in r["shifted"]:
-            ids.update(b["tokens"])
+        ids |= round_ids(r)
     tok = m.tokenizer
-    texts = {str(i): tok.decode([i]) for i in sorted(ids)}
     return {"schema": SCHEMA, "config": cfg, "prompt_ids": run.prompt_ids,
             "prompt_text": tok.decode(run.prompt_ids), "first_token": run.output_ids[0],
             "output_ids": run.result["output_ids"], "text": run.result["text"],
-            "stats": run.result["stats"], "token_texts": texts, "rounds": run.rounds}
+            "stats": run.result["stats"], "token_texts": add_token_texts({}, tok, ids), "rounds": run.rounds}
 
 
 def _check(cond: bool, where: str, what: str) -> None:

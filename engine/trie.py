@@ -1,10 +1,9 @@
-"""Merge, tree mask and acceptance (ALGORITHM.md section 3). Pure functions; no model."""
+"""Merge and acceptance (ALGORITHM.md section 3). Pure Python: no model, no torch (reading a trace
+needs neither); the verify call builds its tree mask from `parents` on the target's device."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Callable
-
-import torch
 
 
 @dataclass
@@ -49,15 +48,6 @@ def build_trie(paths: list[list[int]], max_nodes: int | None = None) -> Trie:
             nodes.append(node)
         trie.path_nodes.append(nodes)
     return trie
-
-
-def tree_mask(parents: list[int]) -> torch.Tensor:
-    """(N, N) bool: node i sees node j iff j is i or one of its ancestors."""
-    n = len(parents)
-    mask = torch.eye(n, dtype=torch.bool)
-    for i in range(1, n):  # parents precede children, so the parent's row is complete
-        mask[i] |= mask[parents[i]]
-    return mask
 
 
 def accept(trie: Trie, next_token: Callable[[int], int]) -> tuple[list[int], int]:

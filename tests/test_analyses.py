@@ -11,28 +11,20 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from engine import analyses as A
-from engine.attach import assemble
-from engine.trie import accept, build_trie
+from engine.attach import proposal
+from engine.trace import round_record
+from engine.trie import accept
 
 
 def make_round(baseline, shifted, truth, mode="reanchor", rule="earliest", max_nodes=None) -> dict:
-    """A round record as decode.py writes it, verified by a target whose top-1 at depth k is
-    truth[k+1] whatever the prefix (so post-rejection drafts can still agree)."""
-    paths, info = assemble(baseline, shifted, mode, rule, random.Random(0))
-    trie = build_trie([p.tokens for p in paths], max_nodes)
+    """A round record as the engine writes it (engine.trace.round_record), verified by a target whose
+    top-1 at depth k is truth[k+1] whatever the prefix (so post-rejection drafts can still agree)."""
+    paths, info, trie = proposal(baseline, shifted, mode, rule, random.Random(0), max_nodes=max_nodes)
     top1 = [truth[d + 1] for d in trie.depths]
     chain, bonus = accept(trie, lambda n: top1[n])
-    return {"round": 0, "anchor_pos": 5, "anchor": baseline[0], "block_size": len(baseline),
-            "baseline": baseline,
-            "shifted": [{"d": d, "tokens": shifted[d], "sites": info[d]["sites"],
-                         "chosen": (info[d]["attached"] or [None])[0], "attached": info[d]["attached"]}
-                        for d in sorted(shifted)],
-            "paths": [{"source": p.source, "site": p.site, "tokens": p.tokens} for p in paths],
-            "trie": {"tokens": trie.tokens, "parents": trie.parents, "depths": trie.depths,
-                     "provenance": trie.provenance},
-            "accepted_nodes": chain, "accepted": len(chain) - 1, "bonus": bonus,
-            "new_tokens": [trie.tokens[n] for n in chain[1:]] + [bonus], "target_top1": top1,
-            "retained": 0, "draft_ms": 1.0, "verify_ms": 2.0, "round_ms": 3.0}
+    new = [trie.tokens[n] for n in chain[1:]] + [bonus]
+    return round_record(0, 5, len(baseline), baseline, shifted, info, paths, trie, chain, bonus, new, top1, 0,
+                        1.0, 2.0, 3.0)
 
 
 TRUTH = list(range(10, 30))

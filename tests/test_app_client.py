@@ -182,7 +182,7 @@ def test_exported_trace_loads_back_and_replays_the_same_rounds(app):
 
 
 def round_payload(value: str) -> dict:
-    """The round figure's payload: {key, round, caption, fig, next} (app.ui._round_outputs)."""
+    """The round figure's payload: {key, round, caption, fig, next} (app.views.round_outputs)."""
     return json.loads(value)
 
 
@@ -200,6 +200,17 @@ def test_bad_input_names_the_field(app, args, field):
     with pytest.raises(AppError, match=field):
         c.predict(*args, api_name="/run")
     assert c.predict(api_name="/model_status")[0].startswith("ready")  # still serving
+
+
+def test_bad_input_is_one_log_line(app):
+    """A user's mistake is logged as one line naming the control, not as a traceback."""
+    c, before = client(app), len(app.log())
+    for args in (("", "reanchor", "earliest", 0, 0, 16), (PROMPT, "reanchor", "earliest", 0, -1, 16)):
+        with pytest.raises(AppError):
+            c.predict(*args, api_name="/run")
+    assert app.wait_log("bad input: Seed:", timeout=10)
+    added = app.log()[before:]
+    assert "bad input: Prompt: is empty" in added and "Traceback" not in added, added[-2000:]
 
 
 def test_bad_trace_files_are_refused(app, tmp_path):

@@ -160,7 +160,7 @@ def test_cached_hub_id_target_loads_offline(tiny_dirs, tmp_path):
 def test_embedded_target_loads_offline(tmp_path):
     """The default launch (embedded target, shipped drafter) through to "ready": the real model load
     (transformers, tokenizer, maybe the GGUF de-quantisation) asks nothing of the network."""
-    from engine.embedded import cache_dir, gguf_path
+    from engine.models.embedded import cache_dir, gguf_path
 
     if not (cache_dir() / "model.safetensors").is_file():
         try:

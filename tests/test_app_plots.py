@@ -14,6 +14,7 @@ import pytest
 
 from app import plots, records, render
 from app_fixtures import REPO, XSS_TOKENS, all_real_traces
+from engine.trace import token_sources
 
 MAX_FIGURE_BYTES = 50 * 1024
 OUR_TAGS = re.compile(r"<br>|</?b>|<extra></extra>")
@@ -108,7 +109,7 @@ def test_timeline_splits_accepted_length(traces):
 
 def test_token_rounds_cover_the_output(traces):
     for t, r in _rounds(traces):
-        assert len(records.token_sources(r)) == len(r["new_tokens"])
+        assert len(token_sources(r)) == len(r["new_tokens"])
     for t in traces:
         assert len(records.token_rounds(t)) == len(t["output_ids"])
 
@@ -227,7 +228,7 @@ def test_analyses_adapter(traces):
 
 def test_round_payload_prefetches_within_the_size_budget():
     """The round update carries the next round only while the whole payload fits MAX_PAYLOAD."""
-    from app import session, ui
+    from app import session, views
 
     found = session.example_traces()
     if not found:
@@ -238,13 +239,13 @@ def test_round_payload_prefetches_within_the_size_budget():
         st["trace"] = session.load_example(path)
         n = len(st["trace"]["rounds"])
         for i in range(n):
-            raw = ui._round_outputs(st, i)[2]
+            raw = views.round_outputs(st, i)[2]
             p = json.loads(raw)
             assert p["round"] == i and p["fig"]["data"]
             if p["next"] is not None:
                 prefetched += 1
-                assert p["next"]["round"] == i + 1 and len(raw) <= ui.MAX_PAYLOAD
+                assert p["next"]["round"] == i + 1 and len(raw) <= views.MAX_PAYLOAD
             elif i + 1 < n:  # left out only because it did not fit (its caption and keys: < 1 KB)
                 nxt = plots.round_figure(st["trace"]["rounds"][i + 1], st["trace"]["token_texts"]).to_json()
-                assert len(raw) + len(nxt) > ui.MAX_PAYLOAD - 1024
+                assert len(raw) + len(nxt) > views.MAX_PAYLOAD - 1024
     assert prefetched > 0

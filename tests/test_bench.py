@@ -11,7 +11,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from engine import bench
+from engine.bench import main as bench
+from engine.bench import sets
+from engine.options import parse_csv, parse_max_shifted
 from engine.errors import InputError
 from engine.trace import load_trace
 
@@ -129,15 +131,15 @@ def test_bad_input_exits_2(tmp_path):
 
 
 def test_prompt_sets():
-    he, mt = bench.load_set("humaneval"), bench.load_set("mtbench")
+    he, mt = sets.load_set("humaneval"), sets.load_set("mtbench")
     assert len(he) == 164 and len(mt) == 80 and "def " in he[0]["prompt"]
     for name in ("math", "chat"):
-        rows = bench.load_set(name)
+        rows = sets.load_set(name)
         assert len(rows) >= 100 and len({r["id"] for r in rows}) == len(rows)
         assert len({r["prompt"] for r in rows}) == len(rows)
-    s1, s2 = bench.sample_prompts(he, None, 0), bench.sample_prompts(he, 5, 0)
-    assert len(s1) == 100 and s2 == s1[:5] and bench.sample_prompts(he, None, 1) != s1
-    assert bench.sample_prompts(mt, None, 0) == mt   # fewer than 100: the whole set
+    s1, s2 = sets.sample_prompts(he, None, 0), sets.sample_prompts(he, 5, 0)
+    assert len(s1) == 100 and s2 == s1[:5] and sets.sample_prompts(he, None, 1) != s1
+    assert sets.sample_prompts(mt, None, 0) == mt   # fewer than 100: the whole set
 
 
 def test_variants_and_bad_input(tmp_path):
@@ -145,19 +147,20 @@ def test_variants_and_bad_input(tmp_path):
     assert [(v.label, v.mode, v.rule, v.max_shifted) for v in vs] == [
         ("ar", "ar", "earliest", None), ("reanchor", "reanchor", "earliest", 3),
         ("reanchor-latest", "reanchor", "latest", 3), ("reanchor-auto", "reanchor", "earliest", "auto")]
-    assert bench._max_shifted("auto") == "auto" and bench._max_shifted("none") is None
+    assert parse_max_shifted("auto") == "auto" and parse_max_shifted("none") is None
+    assert parse_max_shifted("all") is None and parse_max_shifted("3") == 3
     with pytest.raises(InputError, match="max_shifted"):
-        bench._max_shifted("many")
+        parse_max_shifted("many")
     with pytest.raises(InputError, match="modes"):
-        bench._csv("ar,fast", bench.MODES, "modes")
+        parse_csv("ar,fast", bench.MODES, "modes")
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"id": 1}\n')
     with pytest.raises(InputError, match="prompt"):
-        bench.read_jsonl(bad)
+        sets.read_jsonl(bad)
 
 
 def test_cost_model_choices():
-    from engine.cost import Profile, Stats, choose_budget
+    from engine.decode.cost import Profile, Stats, choose_budget
 
     # verification is flat up to 16 nodes, then steep: one cheap block is worth it, more are not
     prof = Profile(block_size=8, draft_n=[1, 2, 4, 8], draft_ms=[5, 5.2, 5.6, 6.4],

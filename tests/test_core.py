@@ -4,7 +4,8 @@ import random
 import torch
 
 from engine.attach import assemble, attach, choose_sites, match_sites
-from engine.trie import accept, build_trie, retained_path, tree_mask
+from engine.decode.engine import tree_mask
+from engine.trie import accept, build_trie, retained_path
 
 BASE = [5, 7, 9, 7, 3, 8]  # anchor 5; token 7 at baseline indices 1 and 3
 
@@ -58,7 +59,7 @@ def test_trie_merge_shares_prefixes_and_records_provenance():
 
 
 def test_tree_mask_is_ancestor_or_self():
-    m = tree_mask([-1, 0, 1, 1, 3, 0])
+    m = tree_mask([-1, 0, 1, 1, 3, 0], 3)
     want = torch.tensor([[1, 0, 0, 0, 0, 0], [1, 1, 0, 0, 0, 0], [1, 1, 1, 0, 0, 0],
                          [1, 1, 0, 1, 0, 0], [1, 1, 0, 1, 1, 0], [1, 0, 0, 0, 0, 1]], dtype=torch.bool)
     assert torch.equal(m, want)

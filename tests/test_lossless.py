@@ -2,7 +2,7 @@
 import torch
 from transformers import DynamicCache
 
-from engine.attach import MODES, RULES
+from engine.options import MODES, RULES
 from engine.decode import DecodeConfig, Engine
 from tiny import tiny_models
 

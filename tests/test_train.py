@@ -1,4 +1,4 @@
-"""Drafter training (engine/train.py) and the prompt set (engine/prompts.py) on a tiny random Llama target.
+"""Drafter training (engine/train/) and the prompt set (engine/train/prompts.py) on a tiny random Llama target.
 
 No network, no downloads, CPU only; the whole file runs in well under a minute.
 """
@@ -10,10 +10,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from engine import train as T
-from engine import train_data as D
-from engine import train_loss as L
-from engine.prompts import build_prompts, heldout_prompts
+from engine.train import data as D
+from engine.train import loss as L
+from engine.train import main as T
+from engine.train.prompts import build_prompts, heldout_prompts
 
 VOCAB, H, B, MASK = 256, 64, 4, 3
 
@@ -297,11 +297,17 @@ def test_prompt_families_restrict_the_mix():
 class _Tok:
     """Just enough of a tokenizer for generate_shards: a chat template and ids in the tiny vocabulary."""
 
+    chat_template = "<user>{content}<assistant>"  # present, so engine.models.chat_ids applies it
+
     def apply_chat_template(self, messages, tokenize=False, add_generation_prompt=True):
-        return "<user>" + messages[0]["content"] + "<assistant>"
+        text = "<user>" + messages[0]["content"] + "<assistant>"
+        return self(text)["input_ids"] if tokenize else text
 
     def __call__(self, text, add_special_tokens=False):
         return {"input_ids": [4 + ord(c) % 200 for c in text[:10 + len(text) % 7]]}
+
+    def get_vocab(self):
+        return {}  # no end-of-turn tokens of its own: the target config's eos ends a response
 
 
 def test_generate_shards_resume_and_mix(tmp_path, target):

@@ -4,9 +4,9 @@ The paper drafts every retained offset and verifies everything, which is nearly 
 at batch one. On a CPU (or any compute-bound setting) each extra drafted block and each extra trie
 node costs time, so the best number of shifted blocks depends on the hardware. This module:
 
-1. profiles the running hardware once per engine (`Profile.measure`): the wall time of one drafter
-   call vs its batch size n (the baseline plus n-1 shifted blocks) and of one verify call vs the
-   trie size N, through the engine's own `draft` / `verify`, tabulated and read back by
+1. profiles the running hardware once per engine (`Profile.measure`, through the engine's public
+   `time_calls` hook): the wall time of one drafter call vs its batch size n (the baseline plus n-1
+   shifted blocks) and of one verify call vs the trie size N, tabulated and read back by
    piecewise-linear interpolation (linear extrapolation past the last point);
 2. keeps running estimates from each verified round (`Stats.observe`): the drafts the baseline
    alone accepts, the extra accepted drafts credited to each offset d (analyses.round_gain), the
@@ -17,7 +17,8 @@ node costs time, so the best number of shifted blocks depends on the hardware. T
        T(k) = c_d * draft(1+k) + c_v * verify(B + k * nodes_per_block) + overhead
        k*   = argmax_k E(k) / T(k),   n_nodes = B + 1.5 * k* * nodes_per_block (a cap for outliers)
 
-The engine drafts offsets d = 1..k (the nearest retained states first). Gains start from an
+The engine drafts offsets d = 1..k (the nearest retained states first). Callers build the budget
+(`budget_for(engine, cfg)`) and hand it to `engine.run`; the engine never imports this module. Gains start from an
 optimistic prior so that unexplored offsets get tried, and every EXPLORE_EVERY-th round drafts
 every offset so that estimates stay fresh. None of this touches verification: any budget is
 lossless; it only changes which proposals are verified.
@@ -25,12 +26,14 @@ lossless; it only changes which proposals are verified.
 from __future__ import annotations
 
 import math
+import threading
 import time
+import weakref
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from .analyses import baseline_accepted, round_gain
+from ..analyses import baseline_accepted, round_gain
 
 DRAFT_SIZES = (1, 2, 4, 8, 16)            # beyond: linear extrapolation (rarely needed on a CPU)
 VERIFY_SIZES = (1, 8, 16, 24, 32, 48, 64, 96, 128)
@@ -49,6 +52,7 @@ class Profile:
     verify_ms: list[float]
     context: int = 0
     device: str = "cpu"
+    profile_s: float = 0.0       # how long measuring took
 
     @staticmethod
     def _interp(x: float, xs: list[int], ys: list[float]) -> float:
@@ -65,60 +69,21 @@ class Profile:
 
     def as_dict(self) -> dict:
         return {"block_size": self.block_size, "context": self.context, "device": self.device,
+                "profile_s": self.profile_s,
                 "draft": dict(zip(map(str, self.draft_n), self.draft_ms)),
                 "verify": dict(zip(map(str, self.verify_n), self.verify_ms))}
 
     @classmethod
     def measure(cls, engine, context: int = 256, reps: int = 3,
                 draft_sizes=DRAFT_SIZES, verify_sizes=VERIFY_SIZES) -> "Profile":
-        """Time the engine's own draft and verify calls after a `context`-token prefill: the best
-        of `reps` after one warm-up call per size (the least disturbed by other load). A tree mask
-        costs what a chain's does, so a chain of N nodes stands for any trie of N nodes."""
-        import torch
-
-        from .decode import _ContextKV
-        from .trie import build_trie
-
-        m = engine.models
-        dev, B = m.device, m.drafter.block_size
-        vocab = m.target.get_input_embeddings().weight.shape[0]
-        limit = getattr(m.target.config, "max_position_embeddings", 4096) or 4096
-        P = max(8, min(context, limit - max(max(verify_sizes), max(draft_sizes) + B) - 8))
-        prompt = (torch.arange(P, device=dev)[None] * 7919 + 13) % vocab
-
-        def timed(fn) -> float:
-            fn()
-            ts = []
-            for _ in range(reps):
-                t0 = engine.sync_time()
-                fn()
-                ts.append((engine.sync_time() - t0) * 1e3)
-            return min(ts)
-
-        with torch.inference_mode():
-            cache = engine.new_cache()
-            _, feats = engine.target_forward(prompt, torch.arange(P, device=dev)[None], None, cache)
-            feats = feats[0]
-
-            def verify(n: int) -> None:
-                trie = build_trie([[int(t) % vocab for t in range(1, n + 1)]])
-                engine.verify(trie, P, cache)
-                engine.compact(cache, P, [])  # drop the verified nodes again
-
-            ctx, gen = _ContextKV(), torch.Generator(device=dev).manual_seed(0)
-            engine.draft(ctx, feats[: P - 4], feats[:0], [1], P - 4, B, 0.0, gen, True)  # fill ctx
-
-            def draft(n: int) -> None:
-                R = feats[-4:].repeat(math.ceil(n / 4), 1)[: n - 1]  # retained rows for n-1 blocks
-                engine.draft(ctx, feats[-4:], R, [1] * n, P, B, 0.0, gen, True)
-                for layer in list(ctx.k):  # keep the stored context at its starting length
-                    ctx.k[layer], ctx.v[layer] = ctx.k[layer][:, :, : P - 4], ctx.v[layer][:, :, : P - 4]
-
-            v_ms = [timed(lambda: verify(n)) for n in verify_sizes]
-            d_ms = [timed(lambda: draft(n)) for n in draft_sizes]
+        """Time the engine's own draft and verify calls (Engine.time_calls)."""
+        t0 = time.perf_counter()
+        t = engine.time_calls(draft_sizes, verify_sizes, context, reps)
         # a bigger call never costs less: a running max removes timing noise that would invert it
-        d_ms, v_ms = np.maximum.accumulate(d_ms).tolist(), np.maximum.accumulate(v_ms).tolist()
-        return cls(B, list(draft_sizes), d_ms, list(verify_sizes), v_ms, P, str(dev))
+        d_ms = np.maximum.accumulate(t["draft_ms"]).tolist()
+        v_ms = np.maximum.accumulate(t["verify_ms"]).tolist()
+        return cls(engine.block_size, list(draft_sizes), d_ms, list(verify_sizes), v_ms, t["context"],
+                   t["device"], time.perf_counter() - t0)
 
 
 @dataclass
@@ -182,23 +147,13 @@ def choose_budget(profile: Profile, stats: Stats, m_available: int) -> tuple[int
 
 
 class Budget:
-    """The engine's hook: `Budget.profile(engine)` once, then per run `fresh()`; per round
-    `pick(m_available) -> (k, n_nodes)` before drafting and `observe(round_record)` after."""
+    """Per run: `pick(m_available) -> (k, n_nodes)` before drafting, `observe(round_record)` after.
+    Build one with `budget_for(engine, cfg)`: the hardware profile is measured once per engine."""
 
     def __init__(self, profile: Profile):
         self.prof = profile
         self.stats = Stats()
         self.picks: list[tuple[int, int, int | None]] = []   # (m, k, n_nodes) per round
-
-    @classmethod
-    def profile(cls, engine, **kw) -> "Budget":
-        t0 = time.perf_counter()
-        b = cls(Profile.measure(engine, **kw))
-        b.profile_s = time.perf_counter() - t0
-        return b
-
-    def fresh(self) -> "Budget":
-        return Budget(self.prof)
 
     def pick(self, m_available: int) -> tuple[int, int | None]:
         if m_available and len(self.picks) % EXPLORE_EVERY == EXPLORE_EVERY - 1:
@@ -210,3 +165,23 @@ class Budget:
 
     def observe(self, round_record: dict) -> None:
         self.stats.observe(round_record, self.prof)
+
+
+_PROFILES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_PROFILING = threading.Lock()
+
+
+def engine_profile(engine, **kw) -> Profile:
+    """The engine's hardware profile, measured on first use (a few seconds) and kept with it."""
+    with _PROFILING:
+        if engine not in _PROFILES:
+            _PROFILES[engine] = Profile.measure(engine, **kw)
+        return _PROFILES[engine]
+
+
+def budget_for(engine, cfg) -> Budget | None:
+    """A fresh per-run budget when `cfg` asks for one (max_shifted "auto" in a mode that drafts
+    shifted blocks), else None."""
+    if getattr(cfg, "max_shifted", None) != "auto" or getattr(cfg, "mode", "") in ("ar", "dflash"):
+        return None
+    return Budget(engine_profile(engine))

@@ -1,10 +1,10 @@
 """Split the embedded GGUF into two parts for the GPU machine, whose calls carry at most 64 MiB each.
 
-    python -m engine.split_gguf [--part0-mib N]
+    python -m engine.gpu.split_gguf [--part0-mib N]
 
 writes .gpu/gguf.part0, .gpu/gguf.part1 and .gpu/gguf.sha256 (of the whole file). Call 1 carries
 .gpu/gguf.part0 and copies it to /root/gguf.part0; call 2 carries .gpu/gguf.part1, .gpu/gguf.sha256 and
-.whl and runs engine/train_gpu.sh, which reassembles and verifies the file. Each call also carries the
+.whl and runs engine/gpu/train_gpu.sh, which reassembles and verifies the file. Each call also carries the
 working tree, so the sizes printed here must satisfy: tree + part0 <= 64 MiB and tree + part1 + .whl <= 64 MiB.
 """
 from __future__ import annotations
@@ -14,7 +14,8 @@ import hashlib
 import os
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from ..paths import REPO as ROOT
+
 MiB = 2**20
 SKIP = {".git", ".gpu", ".whl", "out", "venv", ".venv", "__pycache__", ".pytest_cache", "test-output"}
 
@@ -29,7 +30,7 @@ def tree_size(root: Path = ROOT) -> int:
 
 
 def main() -> None:
-    from .embedded import gguf_path
+    from ..models.embedded import gguf_path
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--part0-mib", type=float, default=0, help="size of part 0 (default: both calls equally big)")
@@ -53,7 +54,7 @@ def main() -> None:
     if call2 > 63 * MiB:
         print("WARNING: call 2 is too big. Keep large files (e.g. a drafter in assets/drafters/) out of the "
               "working tree for the two GPU calls. The transformers 5.15 wheels must stay: the device's 5.17 "
-              "refuses to save a GGUF-loaded model, which engine/embedded.py needs.")
+              "refuses to save a GGUF-loaded model, which engine/models/embedded.py needs.")
 
 
 if __name__ == "__main__":

@@ -10,11 +10,10 @@ from pathlib import Path
 
 import torch
 
-from .errors import InputError
+from ..errors import InputError
+from ..paths import DEFAULT_DRAFTER_DIRS
+from .embedded import SMOLLM2_MASK_ID, SMOLLM2_VOCAB
 
-ASSETS = Path(__file__).resolve().parent.parent / "assets"
-DEFAULT_DRAFTER_DIRS = [ASSETS / "drafters" / "smollm2-135m-dflash-b16",
-                        ASSETS / "drafters" / "smollm2-135m-dflash-b8"]
 DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
           "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16}
 
@@ -28,6 +27,28 @@ class Models:
     dtype: torch.dtype
     target_name: str
     drafter_name: str
+
+
+def chat_ids(tokenizer, prompt: str) -> list[int]:
+    """Token ids of one user message under the chat template, ready for the assistant's answer."""
+    if getattr(tokenizer, "chat_template", None):
+        ids = tokenizer.apply_chat_template([{"role": "user", "content": prompt}],
+                                            add_generation_prompt=True, tokenize=True)
+        ids = ids["input_ids"] if isinstance(ids, dict) or hasattr(ids, "keys") else ids
+    else:
+        ids = tokenizer(prompt)["input_ids"]
+    return list(ids)
+
+
+def stop_token_ids(tokenizer, config) -> list[int]:
+    """End-of-turn ids: the config's eos ids plus the chat template's end markers when present."""
+    ids = set()
+    for src in (config.eos_token_id, getattr(tokenizer, "eos_token_id", None)):
+        ids.update(src if isinstance(src, (list, tuple)) else [src] if src is not None else [])
+    vocab = tokenizer.get_vocab()
+    ids.update(vocab[t] for t in ("<|im_end|>", "<|endoftext|>", "<|eot_id|>") if t in vocab)
+    ids.discard(vocab.get("<|im_start|>"))  # SmolLM2's GGUF names im_start as eos: it never ends a turn
+    return sorted(ids)
 
 
 def resolve_device(device: str = "auto") -> torch.device:
@@ -145,8 +166,8 @@ def random_drafter(target, *, seed: int = 0, mask_token_id: int | None = None, *
 def default_mask_id(target) -> int:
     """The embedded model's unused special token; otherwise the last row of the embedding table."""
     n = target.get_input_embeddings().weight.shape[0]
-    if getattr(target.config, "vocab_size", None) == 49152:  # SmolLM2's table
-        return 16  # "<empty_output>" (see embedded.MASK_TOKEN)
+    if getattr(target.config, "vocab_size", None) == SMOLLM2_VOCAB:
+        return SMOLLM2_MASK_ID
     return n - 1
 
 

@@ -1,4 +1,4 @@
-"""Training data for the drafter: the target's own responses to our prompts (engine/prompts.py), batched with
+"""Training data for the drafter: the target's own responses to our prompts (prompts.py), batched with
 left padding, greedy and sampled, saved as resumable token-id JSONL shards."""
 from __future__ import annotations
 
@@ -10,21 +10,11 @@ from pathlib import Path
 
 import torch
 
+from ..models import chat_ids, stop_token_ids
+
 
 def log(msg: str) -> None:
     print(f"[train {time.strftime('%H:%M:%S')}] {msg}", flush=True)
-
-
-def chat_ids(tok, prompt: str) -> list[int]:
-    """Token ids of one user message under the chat template, ready for the assistant's answer."""
-    text = tok.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False,
-                                   add_generation_prompt=True)
-    return tok(text, add_special_tokens=False)["input_ids"]
-
-
-def stop_ids(target, tok) -> list[int]:
-    ids = target.generation_config.eos_token_id or target.config.eos_token_id or tok.eos_token_id
-    return sorted(set(ids if isinstance(ids, list) else [ids]))
 
 
 @torch.no_grad()
@@ -53,7 +43,9 @@ def generate_shards(target, tok, prompts: list[str], data_dir: Path, tag: str, *
                     batch_size: int, max_new_tokens: int, sample_frac: float, temperature: float,
                     seed: int, deadline: float) -> None:
     """Write {tag}-NNNNN.jsonl shards of `shard_size` prompts each; existing shards are kept (resume)."""
-    pad_id, stops = stop_ids(target, tok)[0], stop_ids(target, tok)
+    stops = stop_token_ids(tok, target.config)
+    eos = target.config.eos_token_id
+    pad_id = eos if isinstance(eos, int) else stops[0]  # left padding: any id, masked out
     n_shards = math.ceil(len(prompts) / shard_size)
     for k in range(n_shards):  # a shard made for other prompts (another seed or mix) is set aside, not mixed in
         path = data_dir / f"{tag}-{k:05d}.jsonl"

@@ -1,18 +1,18 @@
 #!/usr/bin/env bash
 # Train the embedded target's DFlash drafter on a lent GPU machine, in one shot, in under 8 minutes.
 #
-#   bash engine/train_gpu.sh            (from the repo root; the device has no network and no pip index)
+#   bash engine/gpu/train_gpu.sh            (from the repo root; the device has no network and no pip index)
 #
 # Needs: .whl/*.whl (dflash, gguf, transformers 5.15 + tokenizers 0.22.2 + regex for cp312: the image's transformers
-# 5.17 refuses to save a GGUF-loaded model, which engine/embedded.py does once), the GGUF in two
-# parts (python -m engine.split_gguf): ${PART0:-/root/gguf.part0} (copied there by an earlier call) and
+# 5.17 refuses to save a GGUF-loaded model, which engine/models/embedded.py does once), the GGUF in two
+# parts (python -m engine.gpu.split_gguf): ${PART0:-/root/gguf.part0} (copied there by an earlier call) and
 # .gpu/gguf.part1, checked against .gpu/gguf.sha256. Writes the drafter flat into $OUT (config.json,
 # model.safetensors, README.md, train_log.json), refreshed every SAVE_S seconds, so a timeout still leaves one.
 # Everything is a knob (env): TOTAL_S, PROMPTS, PROMPT_SEED, NEW_TOKENS, GEN_BATCH, GEN_MIN, ANCHORS, BATCH, LAYERS,
-# BLOCK, LR, INIT_FROM, SAVE_S, EVAL_S, EXTRA (more engine.train flags), WORK (scratch folder), PYTHON.
+# BLOCK, LR, INIT_FROM, SAVE_S, EVAL_S, EXTRA (more `python -m engine train` flags), WORK (scratch folder), PYTHON.
 # By default it trains the committed drafter on (INIT_FROM; INIT_FROM= starts from the target's layers) on responses
 # to prompts of a new PROMPT_SEED, so that each lent GPU adds to the last one's training instead of redoing it.
-# LAYERS above the committed drafter's 2 grows it: the new layers start as the identity (engine/train.py --init-from).
+# LAYERS above the committed drafter's 2 grows it: the new layers start as the identity (engine/train/main.py --init-from).
 set -euo pipefail
 T0=$(date +%s)
 export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
@@ -43,7 +43,7 @@ export REANCHOR_GGUF=$GGUF REANCHOR_CACHE=$WORK/cache
 say "gguf ok ($(du -m "$GGUF" | cut -f1) MB)"
 $PY -c "import torch, transformers, dflash, gguf; print('torch', torch.__version__, '| transformers', transformers.__version__, '| cuda', torch.cuda.is_available() and torch.cuda.get_device_name(0))
 if transformers.__version__ != '5.15.0': print('WARNING: transformers', transformers.__version__, 'is not the carried 5.15.0')"
-$PY -c "from engine.embedded import embedded_dir; print(embedded_dir())"   # dequantise once (~20-30 s)
+$PY -c "from engine.models.embedded import embedded_dir; print(embedded_dir())"   # dequantise once (~20-30 s)
 say "target dequantised"
 
 # 3. data + training + export in one process; it stops itself at the budget and exports every SAVE_S seconds
@@ -52,7 +52,7 @@ LR=${LR:-$([ -n "$INIT_FROM" ] && echo 3e-4 || echo 6e-4)}   # lower when traini
 LEFT=$(( TOTAL_S - ($(date +%s) - T0) ))
 [ "$LEFT" -gt 60 ] || { echo "only ${LEFT}s left for training"; exit 4; }
 set -x
-$PY -m engine.train --out "$OUT" --data "$WORK/data" --max-minutes "$(echo "$LEFT" | awk '{print ($1 - 5) / 60}')" \
+$PY -m engine train --out "$OUT" --data "$WORK/data" --max-minutes "$(echo "$LEFT" | awk '{print ($1 - 5) / 60}')" \
   --prompts "${PROMPTS:-16384}" --prompt-seed "${PROMPT_SEED:-2}" --max-new-tokens "${NEW_TOKENS:-256}" --gen-batch "${GEN_BATCH:-1024}" \
   --gen-minutes "${GEN_MIN:-2.5}" --eval-prompts 30 --layers "${LAYERS:-2}" --block-size "${BLOCK:-16}" \
   --anchors "${ANCHORS:-64}" --batch "${BATCH:-64}" --save-every "${SAVE_S:-60}" --eval-every "${EVAL_S:-90}" \

@@ -7,7 +7,10 @@ conversions, function stubs to complete or edit, longer writing, role play, and 
 """
 from __future__ import annotations
 
+import json
 import random
+
+from ..paths import PROMPTS
 
 NAMES = ["Ava", "Ben", "Chloe", "Diego", "Emma", "Farah", "Gabe", "Hana", "Ivan", "Jade", "Kofi", "Lena",
          "Milo", "Nora", "Omar", "Priya", "Quinn", "Rosa", "Sam", "Tara", "Umar", "Vera", "Wes", "Yuki", "Zoe"]
@@ -372,90 +375,9 @@ def _advice(r: random.Random) -> str:
 
 # --- code to complete or edit (copy-heavy answers: the target repeats the given code) --------------
 # (name, parameters, return hint, what it does, example calls with results), all our own.
-STUBS = [
-    ("count_vowels", "s: str", "int", "Count the vowels (a, e, i, o, u) in the string s, in either case.",
-     [("count_vowels('Hello')", "2"), ("count_vowels('xyz')", "0")]),
-    ("second_largest", "nums: List[int]", "int", "Return the second largest distinct number in nums.",
-     [("second_largest([4, 1, 7, 7, 3])", "4"), ("second_largest([2, 9])", "2")]),
-    ("is_sorted", "xs: List[int]", "bool", "Return True if xs is sorted in non-decreasing order.",
-     [("is_sorted([1, 2, 2, 5])", "True"), ("is_sorted([3, 1])", "False")]),
-    ("sum_of_digits", "n: int", "int", "Return the sum of the decimal digits of the non-negative integer n.",
-     [("sum_of_digits(4021)", "7"), ("sum_of_digits(0)", "0")]),
-    ("alternate_case", "text: str", "str", "Return text with its letters alternating between upper and lower case, "
-     "starting with upper case.", [("alternate_case('hello')", "'HeLlO'")]),
-    ("running_max", "values: List[int]", "List[int]", "Return a list whose i-th element is the largest value seen "
-     "in values up to and including index i.", [("running_max([1, 3, 2, 5, 4])", "[1, 3, 3, 5, 5]")]),
-    ("pair_sums", "nums: List[int], target: int", "List[Tuple[int, int]]", "Return every pair of indices (i, j) "
-     "with i < j such that nums[i] + nums[j] equals target.", [("pair_sums([1, 2, 3, 4], 5)", "[(0, 3), (1, 2)]")]),
-    ("longest_word", "sentence: str", "str", "Return the longest word of the sentence. If several words are equally "
-     "long, return the first one.", [("longest_word('the quick brown fox')", "'quick'")]),
-    ("count_islands", "grid: List[List[int]]", "int", "Given a grid of 0s and 1s, count the groups of 1s that are "
-     "connected horizontally or vertically.", [("count_islands([[1, 0], [0, 1]])", "2")]),
-    ("caesar_shift", "text: str, k: int", "str", "Shift every letter of text forward by k places in the alphabet, "
-     "wrapping around from z to a. Other characters stay as they are.", [("caesar_shift('abz', 1)", "'bca'")]),
-    ("digits_product", "n: int", "int", "Return the product of the odd digits of n, or 0 if all digits are even.",
-     [("digits_product(135)", "15"), ("digits_product(246)", "0")]),
-    ("strip_vowels", "word: str", "str", "Return word with every vowel removed.",
-     [("strip_vowels('banana')", "'bnn'"), ("strip_vowels('sky')", "'sky'")]),
-    ("closest_pair", "numbers: List[float]", "Tuple[float, float]", "From a list of at least two numbers, return "
-     "the two that are closest to each other, smaller first.", [("closest_pair([1.0, 4.0, 4.5, 9.0])", "(4.0, 4.5)")]),
-    ("balanced_parens", "s: str", "bool", "Return True if every opening bracket in s has a matching closing bracket "
-     "in the right order.", [("balanced_parens('(()())')", "True"), ("balanced_parens('(()')", "False")]),
-    ("nth_prime", "n: int", "int", "Return the n-th prime number, counting from 1.",
-     [("nth_prime(1)", "2"), ("nth_prime(5)", "11")]),
-    ("word_lengths", "sentence: str", "Dict[str, int]", "Return a dictionary that maps each word of the sentence "
-     "to its length.", [("word_lengths('to be')", "{'to': 2, 'be': 2}")]),
-    ("triangle_type", "a: int, b: int, c: int", "str", "Return 'equilateral', 'isosceles', 'scalene' or 'invalid' "
-     "for a triangle with sides a, b and c.", [("triangle_type(3, 3, 3)", "'equilateral'"),
-                                               ("triangle_type(1, 2, 8)", "'invalid'")]),
-    ("rotate_left", "xs: List[int], k: int", "List[int]", "Rotate xs to the left by k positions.",
-     [("rotate_left([1, 2, 3, 4], 1)", "[2, 3, 4, 1]")]),
-    ("compress", "s: str", "str", "Compress runs of repeated characters as the character followed by the run "
-     "length.", [("compress('aaabcc')", "'a3b1c2'")]),
-    ("mean_absolute_deviation", "numbers: List[float]", "float", "Return the mean absolute deviation of numbers "
-     "around their mean.", [("mean_absolute_deviation([1.0, 2.0, 3.0])", "0.6666666666666666")]),
-    ("fizz_count", "n: int", "int", "Count the numbers below n that are divisible by 3 or 5 but not by both.",
-     [("fizz_count(16)", "6")]),
-    ("unique_sorted", "items: List[int]", "List[int]", "Return the distinct elements of items in increasing order.",
-     [("unique_sorted([5, 3, 5, 1])", "[1, 3, 5]")]),
-    ("max_subarray", "nums: List[int]", "int", "Return the largest sum of a non-empty contiguous slice of nums.",
-     [("max_subarray([-2, 1, -3, 4, -1, 2, 1])", "6")]),
-    ("to_title", "s: str", "str", "Capitalise the first letter of every word in s and lower-case the rest.",
-     [("to_title('hELLO wORLD')", "'Hello World'")]),
-    ("is_power_of_two", "n: int", "bool", "Return True if n is a positive power of two.",
-     [("is_power_of_two(8)", "True"), ("is_power_of_two(12)", "False")]),
-    ("merge_intervals", "intervals: List[List[int]]", "List[List[int]]", "Merge overlapping [start, end] intervals "
-     "and return them sorted by start.", [("merge_intervals([[1, 3], [2, 6], [8, 9]])", "[[1, 6], [8, 9]]")]),
-    ("count_words", "text: str", "int", "Return the number of words in text, where words are separated by "
-     "whitespace.", [("count_words('one two  three')", "3")]),
-    ("decimal_to_base", "n: int, base: int", "str", "Return the representation of the non-negative integer n in "
-     "the given base (2 to 9) as a string.", [("decimal_to_base(8, 3)", "'22'"), ("decimal_to_base(7, 2)", "'111'")]),
-    ("common_elements", "a: List[int], b: List[int]", "List[int]", "Return the sorted list of values that occur in "
-     "both a and b, without duplicates.", [("common_elements([1, 4, 3, 4], [4, 3, 2])", "[3, 4]")]),
-    ("next_palindrome", "n: int", "int", "Return the smallest palindromic number strictly greater than n.",
-     [("next_palindrome(123)", "131"), ("next_palindrome(9)", "11")]),
-    ("filter_by_prefix", "words: List[str], prefix: str", "List[str]", "Return the words that start with prefix, "
-     "in their original order.", [("filter_by_prefix(['apple', 'bee', 'ape'], 'ap')", "['apple', 'ape']")]),
-    ("grade_letter", "score: float", "str", "Return 'A' for scores of 90 or more, 'B' for 80 to 89, 'C' for 70 to "
-     "79, 'D' for 60 to 69 and 'F' otherwise.", [("grade_letter(85)", "'B'"), ("grade_letter(42)", "'F'")]),
-    ("sum_even_positions", "lst: List[int]", "int", "Return the sum of the elements at even indices of lst.",
-     [("sum_even_positions([5, 8, 7, 1])", "12")]),
-    ("collatz_steps", "n: int", "int", "Return how many steps of the Collatz rule (halve if even, else 3n + 1) "
-     "take n to 1.", [("collatz_steps(6)", "8"), ("collatz_steps(1)", "0")]),
-    ("shortest_string", "strings: List[str]", "Optional[str]", "Return the shortest string of the list, the first "
-     "one in case of a tie, or None for an empty list.", [("shortest_string(['abc', 'de', 'fg'])", "'de'"),
-                                                         ("shortest_string([])", "None")]),
-    ("count_distinct_chars", "s: str", "int", "Count the distinct characters in s, ignoring case.",
-     [("count_distinct_chars('xyzXYZ')", "3")]),
-    ("prime_factors", "n: int", "List[int]", "Return the prime factors of n in increasing order, repeated as often "
-     "as they divide n.", [("prime_factors(12)", "[2, 2, 3]"), ("prime_factors(13)", "[13]")]),
-    ("parse_scores", "text: str", "Dict[str, int]", "Parse lines of the form 'name: score' and return a dictionary "
-     "from names to integer scores.", [("parse_scores('ann: 3\\nbo: 5')", "{'ann': 3, 'bo': 5}")]),
-    ("weekday_name", "day: int", "str", "Return the name of the weekday for a number from 0 (Monday) to 6 (Sunday).",
-     [("weekday_name(0)", "'Monday'"), ("weekday_name(6)", "'Sunday'")]),
-    ("spiral_order", "matrix: List[List[int]]", "List[int]", "Return the elements of the matrix in clockwise "
-     "spiral order, starting at the top left.", [("spiral_order([[1, 2], [3, 4]])", "[1, 2, 4, 3]")]),
-]
+# Our own function stubs (name, parameters, return type, docstring, doctest examples), one JSON line each
+STUBS = [(r["name"], r["args"], r["returns"], r["doc"], [tuple(e) for e in r["examples"]])
+         for r in map(json.loads, (PROMPTS / "train-stubs.jsonl").read_text(encoding="utf-8").splitlines())]
 STUB_ASKS = ["Complete the following Python function.", "Complete this Python function:", "Finish the function below.",
              "Fill in the body of this Python function.", "Implement the function below in Python.",
              "Write the code for this function:"]

@@ -1,7 +1,7 @@
-"""Train a DFlash drafter for the target, reproducibly: `python -m engine.train` (or `python -m engine train`).
+"""Train a DFlash drafter for the target, reproducibly: `python -m engine train` (or `python -m engine.train`).
 
-One command, three resumable stages (data: engine/train_data.py; loss: engine/train_loss.py; the rest here):
-  1. gen    the target answers our own prompts (engine/prompts.py): batched, left padded, greedy and T=0.7
+One command, three resumable stages (data: data.py; loss: loss.py; prompts: prompts.py; the rest here):
+  1. gen    the target answers our own prompts (engine/train/prompts.py): batched, left padded, greedy and T=0.7
             sampled responses, saved as token-id JSONL shards under --data (finished shards are skipped).
   2. fit    the public DFlash recipe (shared/design/DFLASH.md): random anchors p inside each response; block
             [x_p, MASK...] at positions p..p+B-1 sees the target's context features at positions < p and its own
@@ -26,17 +26,18 @@ import os
 import random
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
-from .errors import InputError
-from .train_data import generate_shards, load_shards, log
-from .train_loss import head_loss, negatives, sparse_head_loss
-
-ROOT = Path(__file__).resolve().parent.parent
-MASK_ID = 16  # "<empty_output>": SmolLM2's unused special token (engine.embedded.MASK_TOKEN)
+from ..errors import InputError
+from ..models.embedded import SMOLLM2_MASK_ID as MASK_ID
+from ..paths import DRAFTERS
+from ..paths import REPO as ROOT
+from .data import generate_shards, load_shards, log
+from .loss import head_loss, negatives, sparse_head_loss
 
 
 # ------------------------------------------------------------------------------------------ features
@@ -161,7 +162,7 @@ def draft_forward(drafter, embed_w: torch.Tensor, feats: torch.Tensor, batch: di
 def make_drafter(target, *, num_layers: int, block_size: int, mask_id: int, target_layer_ids: list[int] | None):
     from dflash import DFlashDraftModel
 
-    from .models import drafter_config
+    from ..models import drafter_config
 
     cfg = drafter_config(target.config, num_layers=num_layers, block_size=block_size, mask_token_id=mask_id,
                          target_layer_ids=target_layer_ids)
@@ -319,8 +320,8 @@ def model_card(info: dict) -> str:
 A DFlash block-diffusion drafter (`dflash.DFlashDraftModel`, {info['layers']} Qwen3-style layers, block size
 {info['block_size']}, mask token id {info['mask_id']}, target layers {info['target_layer_ids']}) for
 SmolLM2-135M-Instruct (the embedded target of ReAnchor Explorer). It has no embedding table or LM head of its
-own: it uses the target's, frozen. Trained by `engine/train.py` (the public DFlash recipe, see
-shared/design/DFLASH.md) on the target's own responses to prompts from `engine/prompts.py` (our own set; no
+own: it uses the target's, frozen. Trained by `engine/train/main.py` (the public DFlash recipe, see
+shared/design/DFLASH.md) on the target's own responses to prompts from `engine/train/prompts.py` (our own set; no
 benchmark items).
 
 | | |
@@ -337,12 +338,18 @@ Load: `dflash.DFlashDraftModel.from_pretrained(folder)`; the engine: `load_model
 
 
 def add_args(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("data")
+    """All `train` flags, in three help groups: data, drafter, training."""
+    _add_data_args(p.add_argument_group("data"))
+    _add_drafter_args(p.add_argument_group("drafter"))
+    _add_training_args(p.add_argument_group("training"))
+
+
+def _add_data_args(g: argparse._ArgumentGroup) -> None:
     g.add_argument("--target", default="embedded", help="embedded (default) or a local HF folder")
     g.add_argument("--data", default=str(ROOT / "out" / "train-data"), help="response shards and train state")
-    g.add_argument("--prompts", type=int, default=6000, help="training prompts (engine/prompts.py)")
+    g.add_argument("--prompts", type=int, default=6000, help="training prompts (engine/train/prompts.py)")
     g.add_argument("--prompt-seed", type=int, default=0)
-    g.add_argument("--families", default="", help="comma list of prompt families (engine/prompts.py CATEGORIES; "
+    g.add_argument("--families", default="", help="comma list of prompt families (engine/train/prompts.py CATEGORIES; "
                    "default all), e.g. code,complete for a code drafter")
     g.add_argument("--eval-prompts", type=int, default=30, help="held-out prompts for tau_sim (per set with --eval-sets)")
     g.add_argument("--eval-sets", default="", help="comma list of the benchmark's sets (humaneval,mtbench,math,chat): "
@@ -356,7 +363,9 @@ def add_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--temperature", type=float, default=0.7)
     g.add_argument("--gen-minutes", type=float, default=0, help="stop generating after this long (0: no cap)")
     g.add_argument("--max-len", type=int, default=640, help="truncate training sequences to this many tokens")
-    g = p.add_argument_group("drafter")
+
+
+def _add_drafter_args(g: argparse._ArgumentGroup) -> None:
     g.add_argument("--out", default="", help="export folder (default assets/drafters/smollm2-135m-dflash-b<B>)")
     g.add_argument("--layers", type=int, default=2)
     g.add_argument("--block-size", type=int, default=16)
@@ -369,7 +378,9 @@ def add_args(p: argparse.ArgumentParser) -> None:
                    "the committed drafter on; its target layers are kept; a larger --layers adds identity layers on top")
     g.add_argument("--max-shard-mb", type=float, default=15.0,
                    help="largest weights file in MiB (save_pretrained shards above it; the device returns <= 16 MiB files)")
-    g = p.add_argument_group("training")
+
+
+def _add_training_args(g: argparse._ArgumentGroup) -> None:
     g.add_argument("--anchors", type=int, default=64, help="random anchors per sequence per step (max 512)")
     g.add_argument("--batch", type=int, default=16, help="sequences per step")
     g.add_argument("--lr", type=float, default=6e-4)
@@ -409,7 +420,7 @@ def add_train_args(subparsers) -> argparse.ArgumentParser:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m engine.train", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m engine train", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     add_args(p)
     return p
@@ -436,7 +447,7 @@ def check_args(args: argparse.Namespace) -> None:
     if args.head_topk and args.kl != 1:
         raise InputError("head_topk", "distils the target's distribution: it needs --kl 1")
     if args.eval_sets:
-        from .bench import SETS
+        from ..bench.sets import SETS
 
         bad = [x for x in args.eval_sets.split(",") if x not in SETS]
         if bad:
@@ -459,286 +470,398 @@ def check_args(args: argparse.Namespace) -> None:
         raise InputError("init_from", f"{args.init_from} is not a drafter folder (no config.json)")
 
 
-def main(args: argparse.Namespace) -> int:
-    from tqdm import tqdm
+@dataclass
+class Running:
+    """Training stats summed on the device between two --log-every syncs (no host sync per step)."""
+    loss: torch.Tensor
+    hits: torch.Tensor    # (B-1,) drafts equal to the target's argmax, by depth k
+    count: torch.Tensor   # (B-1,) rows, by depth k
+    n: int = 0            # steps summed
+    last_print: float = 0.0
 
-    check_args(args)
 
-    from .models import load_target, resolve_device
-    from .prompts import build_prompts, heldout_prompts
+class Trainer:
+    """One `python -m engine train` run, in the order `main` calls its steps: load_target, generate, load_data,
+    build_drafter, setup, load_state, then eval_only or fit (which calls train_step, record, evaluate, save).
 
-    from transformers.utils import logging as hf_logging
+    The model (build_drafter), the optimizer (setup), the batch (next_batch), the loss (loss) and the step
+    (train_step) are separate methods so that a variant can replace one of them alone."""
 
-    hf_logging.disable_progress_bar()  # "Writing model shards" on every export would flood the log
-    t_start = time.time()
-    deadline = t_start + args.max_minutes * 60 if args.max_minutes > 0 else float("inf")
-    timings: dict[str, float] = {}
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    dev = resolve_device(args.device)
-    cuda = dev.type == "cuda"
-    # bf16 everywhere it is fast: CUDA, and CPUs with AMX/avx512-bf16 (--target-dtype bf16; about 2x for generation)
-    tdtype = {"auto": torch.bfloat16 if cuda else torch.float32, "bf16": torch.bfloat16,
-              "fp32": torch.float32}[args.target_dtype]
-    torch.manual_seed(args.seed)
-    B = args.block_size
-    out = Path(args.out or ROOT / "assets" / "drafters" / f"smollm2-135m-dflash-b{B}")
-    data = Path(args.data)
-    data.mkdir(parents=True, exist_ok=True)
+    def __init__(self, args: argparse.Namespace):
+        from ..models import resolve_device
 
-    target, tok = load_target(args.target, dev, tdtype)
-    target.requires_grad_(False)
-    if args.head_topk > target.config.vocab_size:
-        raise InputError("head_topk", f"{args.head_topk} is more than the vocabulary ({target.config.vocab_size})")
-    timings["load_target_s"] = round(time.time() - t_start, 1)
-    log(f"target {args.target} on {dev} ({tdtype}) loaded in {timings['load_target_s']}s")
+        self.args = args
+        self.t_start = time.time()
+        self.deadline = self.t_start + args.max_minutes * 60 if args.max_minutes > 0 else float("inf")
+        self.timings: dict[str, float] = {}
+        if args.threads:
+            torch.set_num_threads(args.threads)
+        self.dev = resolve_device(args.device)
+        self.cuda = self.dev.type == "cuda"
+        # bf16 everywhere it is fast: CUDA, and CPUs with AMX/avx512-bf16 (--target-dtype bf16; about 2x for generation)
+        self.tdtype = {"auto": torch.bfloat16 if self.cuda else torch.float32, "bf16": torch.bfloat16,
+                       "fp32": torch.float32}[args.target_dtype]
+        torch.manual_seed(args.seed)
+        self.B = args.block_size
+        self.out = Path(args.out or DRAFTERS / f"smollm2-135m-dflash-b{self.B}")
+        self.data = Path(args.data)
+        self.data.mkdir(parents=True, exist_ok=True)
 
-    # --- 1. data ------------------------------------------------------------------------------------
-    t0 = time.time()
-    meta_path = data / "meta.json"
-    meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
-    shard = meta.get("shard_size") or args.shard_size or args.gen_batch  # shards must not move on resume
-    families = args.families.split(",") if args.families else None
-    making = not args.no_gen and not args.eval_only
-    if making:
-        meta.update(shard_size=shard, **_data_settings(args))
-        meta_path.write_text(json.dumps(meta))
-    train_prompts = build_prompts(args.prompts, args.prompt_seed, families=families)
-    if args.eval_sets:  # the benchmark's own prompts (its sampling), so that tau_sim compares with `bench`
-        from .bench import load_set, sample_prompts
+    # --- setup ---------------------------------------------------------------------------------------
+    def load_target(self) -> None:
+        from ..models import load_target
 
-        sets = args.eval_sets.split(",")
-        picked = [(name, p["prompt"]) for name in sets for p in sample_prompts(load_set(name), args.eval_prompts)]
-        eval_tag = f"evalsets-{'_'.join(sets)}-n{args.eval_prompts}"
-    else:
-        picked = [("heldout", p) for p in heldout_prompts(args.eval_prompts, train_prompts, seed=args.prompt_seed + 10_000,
-                                                          families=families)]
-        eval_tag = "eval"
-    eval_set_of, eval_prompts = [name for name, _ in picked], [p for _, p in picked]
-    target.eval()
-    generate_shards(target, tok, eval_prompts, data, eval_tag, shard_size=max(1, len(eval_prompts)),
-                    batch_size=args.gen_batch, max_new_tokens=args.max_new_tokens, sample_frac=0.0,
-                    temperature=0.0, seed=args.seed, deadline=float("inf"))
-    if making:
-        gen_deadline = min(deadline, t0 + args.gen_minutes * 60 if args.gen_minutes > 0 else float("inf"))
-        generate_shards(target, tok, train_prompts, data, "train", shard_size=shard, batch_size=args.gen_batch,
-                        max_new_tokens=args.max_new_tokens, sample_frac=args.sample_frac,
-                        temperature=args.temperature, seed=args.seed, deadline=gen_deadline)
-    timings["gen_s"] = round(time.time() - t0, 1)
-    if args.gen_only:
-        log(f"gen done in {timings['gen_s']}s")
-        return 0
-    recs = [r for r in load_shards(data, "train") if len(r["response_ids"]) >= 2]
-    eval_recs = load_shards(data, eval_tag)[:len(eval_prompts)]
-    if not recs and not args.eval_only:
-        log("no training data in " + str(data))
-        return 1
-    seqs = [(r["prompt_ids"] + r["response_ids"])[:args.max_len] for r in recs]
-    plens = [len(r["prompt_ids"]) for r in recs]
-    keep = [i for i in range(len(seqs)) if len(seqs[i]) - plens[i] >= 2]
-    seqs, plens = [seqs[i] for i in keep], [plens[i] for i in keep]
-    eval_seqs = [((r["prompt_ids"] + r["response_ids"])[:args.max_len], len(r["prompt_ids"])) for r in eval_recs]
-    n_tok = sum(len(s) - p for s, p in zip(seqs, plens))
-    n_sampled = sum(1 for r in recs if r["temperature"] > 0)
-    data_info = {"sequences": len(seqs), "response_tokens": n_tok, "sampled": n_sampled,
-                 "greedy": len(recs) - n_sampled, "eval_prompts": len(eval_seqs),
-                 "prompt_set": f"engine/prompts.py build_prompts({args.prompts}, seed={args.prompt_seed}"
-                               + (f", families={args.families}" if args.families else "") + ")",
-                 "max_new_tokens": args.max_new_tokens, "temperature": args.temperature}
-    log(f"data: {len(seqs)} sequences, {n_tok} response tokens ({n_sampled} sampled), {len(eval_seqs)} eval")
+        a = self.args
+        self.target, self.tok = load_target(a.target, self.dev, self.tdtype)
+        self.target.requires_grad_(False)
+        if a.head_topk > self.target.config.vocab_size:
+            raise InputError("head_topk", f"{a.head_topk} is more than the vocabulary ({self.target.config.vocab_size})")
+        self.timings["load_target_s"] = round(time.time() - self.t_start, 1)
+        log(f"target {a.target} on {self.dev} ({self.tdtype}) loaded in {self.timings['load_target_s']}s")
 
-    # --- 2. model -----------------------------------------------------------------------------------
-    layer_ids = [int(x) for x in args.target_layers.split(",")] if args.target_layers else None
-    if args.init_from and layer_ids is None:  # the folder's, not the default for this many layers
-        cfg = json.loads((Path(args.init_from) / "config.json").read_text())
-        layer_ids = (cfg.get("dflash_config") or {}).get("target_layer_ids")
-    drafter = make_drafter(target, num_layers=args.layers, block_size=B, mask_id=args.mask_id,
-                           target_layer_ids=layer_ids)
-    lineage: list[dict] = []  # the earlier runs this one continues (read before --out may overwrite them)
-    if args.init_from:
-        grown = load_weights(drafter, Path(args.init_from))
-        if grown:
-            log(f"--init-from: layers {grown} added on top, starting as the identity")
-        prior_log = Path(args.init_from) / "train_log.json"
-        if prior_log.exists():
-            pl = json.loads(prior_log.read_text())
-            lineage = pl.get("lineage", []) + [{
-                "hardware": pl.get("hardware"), "steps": pl.get("steps"), "train_s": pl.get("train_s"),
-                "response_tokens": (pl.get("data") or {}).get("response_tokens"),
-                "tau_sim": (pl.get("evals") or [{}])[-1].get("tau_sim")}]
-    elif args.init != "random":
-        init_from_target(drafter, target, layers=args.init == "target")
-    drafter.to(dev).train()
-    W = target.get_output_embeddings().weight.detach()    # tied to embed_tokens for SmolLM2
-    embed_w = target.get_input_embeddings().weight.detach()
-    # The drafter keeps fp32 master weights; with a bf16 target its matmuls run under bf16 autocast.
-    amp = {"on": tdtype == torch.bfloat16}
-    run_dtype = lambda: torch.bfloat16 if amp["on"] else torch.float32
-    autocast = lambda: torch.autocast(dev.type, dtype=torch.bfloat16, enabled=amp["on"])
-    pin = (lambda t: t.pin_memory().to(dev, non_blocking=True)) if cuda else (lambda t: t)  # no host syncs
-    opt = torch.optim.AdamW(drafter.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.0,
-                            **({"fused": True} if cuda else {}))
-    feats = Features(target, drafter.target_layer_ids, args.cache_gb or (40 if cuda else 4), topk=args.head_topk)
-    gamma = args.gamma or _gamma(B)
-    chunk = args.chunk or (4096 if cuda else 512)
-    n_anchors = min(512, args.anchors)
-    n_params = sum(p.numel() for p in drafter.parameters())
-    log(f"drafter: {args.layers} layers, {n_params / 1e6:.2f}M params, B={B}, target layers "
-        f"{drafter.target_layer_ids}, init={args.init_from or args.init}, kl={args.kl}, gamma={gamma}")
+    def generate(self) -> None:
+        """Stage 1: the target's responses to the eval prompts, then (unless --no-gen/--eval-only) to the
+        training prompts, as resumable shards under --data."""
+        from .prompts import build_prompts
 
-    state_path = data / f"train_state-b{B}.pt"
-    step, train_s, history, evals = 0, 0.0, [], []
-    rng = random.Random(args.seed)
-    order: list[int] = []
-    if state_path.exists() and not args.fresh and not args.eval_only:
-        st = torch.load(state_path, map_location=dev, weights_only=False)
-        drafter.load_state_dict(st["model"])
-        opt.load_state_dict(st["opt"])
-        step, train_s, history, evals = st["step"], st["train_s"], st["history"], st["evals"]
-        rng.setstate(st["rng"])
-        order = [i for i in st["order"] if i < len(seqs)]
-        log(f"resumed from {state_path} at step {step} ({train_s:.0f}s trained)")
+        a, t0 = self.args, time.time()
+        meta_path = self.data / "meta.json"
+        meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
+        shard = meta.get("shard_size") or a.shard_size or a.gen_batch  # shards must not move on resume
+        families = a.families.split(",") if a.families else None
+        making = not a.no_gen and not a.eval_only
+        if making:
+            meta.update(shard_size=shard, **_data_settings(a))
+            meta_path.write_text(json.dumps(meta))
+        train_prompts = build_prompts(a.prompts, a.prompt_seed, families=families)
+        picked, self.eval_tag = self._eval_prompts(train_prompts, families)
+        self.eval_set_of, eval_prompts = [name for name, _ in picked], [p for _, p in picked]
+        self.target.eval()
+        generate_shards(self.target, self.tok, eval_prompts, self.data, self.eval_tag,
+                        shard_size=max(1, len(eval_prompts)), batch_size=a.gen_batch,
+                        max_new_tokens=a.max_new_tokens, sample_frac=0.0, temperature=0.0, seed=a.seed,
+                        deadline=float("inf"))
+        if making:
+            gen_deadline = min(self.deadline, t0 + a.gen_minutes * 60 if a.gen_minutes > 0 else float("inf"))
+            generate_shards(self.target, self.tok, train_prompts, self.data, "train", shard_size=shard,
+                            batch_size=a.gen_batch, max_new_tokens=a.max_new_tokens, sample_frac=a.sample_frac,
+                            temperature=a.temperature, seed=a.seed, deadline=gen_deadline)
+        self.timings["gen_s"] = round(time.time() - t0, 1)
 
-    def evaluate() -> dict:
+    def _eval_prompts(self, train_prompts: list[str], families: list[str] | None) -> tuple[list[tuple[str, str]], str]:
+        """(eval set name, prompt) pairs and the eval shards' tag."""
+        a = self.args
+        if a.eval_sets:  # the benchmark's own prompts (its sampling), so that tau_sim compares with `bench`
+            from ..bench.sets import load_set, sample_prompts
+
+            sets = a.eval_sets.split(",")
+            picked = [(name, p["prompt"]) for name in sets for p in sample_prompts(load_set(name), a.eval_prompts)]
+            return picked, f"evalsets-{'_'.join(sets)}-n{a.eval_prompts}"
+        from .prompts import heldout_prompts
+
+        return [("heldout", p) for p in heldout_prompts(a.eval_prompts, train_prompts, seed=a.prompt_seed + 10_000,
+                                                        families=families)], "eval"
+
+    def load_data(self) -> bool:
+        """The shards as training sequences (prompt + response, truncated to --max-len, with at least two response
+        tokens) and eval sequences; False when there is nothing to train on (and not --eval-only)."""
+        a = self.args
+        recs = [r for r in load_shards(self.data, "train") if len(r["response_ids"]) >= 2]
+        eval_recs = load_shards(self.data, self.eval_tag)[:len(self.eval_set_of)]
+        if not recs and not a.eval_only:
+            return False
+        seqs = [(r["prompt_ids"] + r["response_ids"])[:a.max_len] for r in recs]
+        plens = [len(r["prompt_ids"]) for r in recs]
+        keep = [i for i in range(len(seqs)) if len(seqs[i]) - plens[i] >= 2]
+        self.seqs, self.plens = [seqs[i] for i in keep], [plens[i] for i in keep]
+        self.eval_seqs = [((r["prompt_ids"] + r["response_ids"])[:a.max_len], len(r["prompt_ids"])) for r in eval_recs]
+        n_tok = sum(len(s) - p for s, p in zip(self.seqs, self.plens))
+        n_sampled = sum(1 for r in recs if r["temperature"] > 0)
+        self.data_info = {"sequences": len(self.seqs), "response_tokens": n_tok, "sampled": n_sampled,
+                          "greedy": len(recs) - n_sampled, "eval_prompts": len(self.eval_seqs),
+                          "prompt_set": f"engine/train/prompts.py build_prompts({a.prompts}, seed={a.prompt_seed}"
+                                        + (f", families={a.families}" if a.families else "") + ")",
+                          "max_new_tokens": a.max_new_tokens, "temperature": a.temperature}
+        log(f"data: {len(self.seqs)} sequences, {n_tok} response tokens ({n_sampled} sampled), "
+            f"{len(self.eval_seqs)} eval")
+        return True
+
+    def build_drafter(self) -> None:
+        """Stage 2: the drafter (from --init-from's weights, or --init from the target's), on the device, and the
+        frozen target embeddings and head it uses."""
+        a = self.args
+        layer_ids = [int(x) for x in a.target_layers.split(",")] if a.target_layers else None
+        if a.init_from and layer_ids is None:  # the folder's, not the default for this many layers
+            cfg = json.loads((Path(a.init_from) / "config.json").read_text())
+            layer_ids = (cfg.get("dflash_config") or {}).get("target_layer_ids")
+        self.drafter = make_drafter(self.target, num_layers=a.layers, block_size=self.B, mask_id=a.mask_id,
+                                    target_layer_ids=layer_ids)
+        self.lineage: list[dict] = []  # the earlier runs this one continues (read before --out may overwrite them)
+        if a.init_from:
+            grown = load_weights(self.drafter, Path(a.init_from))
+            if grown:
+                log(f"--init-from: layers {grown} added on top, starting as the identity")
+            prior_log = Path(a.init_from) / "train_log.json"
+            if prior_log.exists():
+                pl = json.loads(prior_log.read_text())
+                self.lineage = pl.get("lineage", []) + [{
+                    "hardware": pl.get("hardware"), "steps": pl.get("steps"), "train_s": pl.get("train_s"),
+                    "response_tokens": (pl.get("data") or {}).get("response_tokens"),
+                    "tau_sim": (pl.get("evals") or [{}])[-1].get("tau_sim")}]
+        elif a.init != "random":
+            init_from_target(self.drafter, self.target, layers=a.init == "target")
+        self.drafter.to(self.dev).train()
+        self.W = self.target.get_output_embeddings().weight.detach()    # tied to embed_tokens for SmolLM2
+        self.embed_w = self.target.get_input_embeddings().weight.detach()
+
+    def setup(self) -> None:
+        """The optimizer, the feature cache and the loss settings."""
+        a = self.args
+        # The drafter keeps fp32 master weights; with a bf16 target its matmuls run under bf16 autocast.
+        self.amp = self.tdtype == torch.bfloat16
+        self.opt = torch.optim.AdamW(self.drafter.parameters(), lr=a.lr, betas=(0.9, 0.95), weight_decay=0.0,
+                                     **({"fused": True} if self.cuda else {}))
+        self.feats = Features(self.target, self.drafter.target_layer_ids, a.cache_gb or (40 if self.cuda else 4),
+                              topk=a.head_topk)
+        self.gamma = a.gamma or _gamma(self.B)
+        self.chunk = a.chunk or (4096 if self.cuda else 512)
+        self.n_anchors = min(512, a.anchors)
+        n_params = sum(p.numel() for p in self.drafter.parameters())
+        log(f"drafter: {a.layers} layers, {n_params / 1e6:.2f}M params, B={self.B}, target layers "
+            f"{self.drafter.target_layer_ids}, init={a.init_from or a.init}, kl={a.kl}, gamma={self.gamma}")
+
+    def load_state(self) -> None:
+        """A fresh run's counters and sampling RNG, or those of the train state saved under --data (unless --fresh
+        or --eval-only)."""
+        a = self.args
+        self.state_path = self.data / f"train_state-b{self.B}.pt"
+        self.step, self.train_s, self.history, self.evals = 0, 0.0, [], []
+        self.rng = random.Random(a.seed)
+        self.order: list[int] = []
+        if self.state_path.exists() and not a.fresh and not a.eval_only:
+            st = torch.load(self.state_path, map_location=self.dev, weights_only=False)
+            self.drafter.load_state_dict(st["model"])
+            self.opt.load_state_dict(st["opt"])
+            self.step, self.train_s, self.history, self.evals = st["step"], st["train_s"], st["history"], st["evals"]
+            self.rng.setstate(st["rng"])
+            self.order = [i for i in st["order"] if i < len(self.seqs)]
+            log(f"resumed from {self.state_path} at step {self.step} ({self.train_s:.0f}s trained)")
+
+    def run_dtype(self) -> torch.dtype:
+        return torch.bfloat16 if self.amp else torch.float32
+
+    def autocast(self) -> torch.autocast:
+        return torch.autocast(self.dev.type, dtype=torch.bfloat16, enabled=self.amp)
+
+    def _to_dev(self, t: torch.Tensor) -> torch.Tensor:
+        return t.pin_memory().to(self.dev, non_blocking=True) if self.cuda else t  # no host syncs
+
+    # --- eval and export -----------------------------------------------------------------------------
+    def evaluate(self) -> dict:
         t = time.time()
-        r = eval_tau(drafter, feats, eval_seqs, W=W, embed_w=embed_w, dtype=run_dtype(), autocast=autocast,
-                     chunk=chunk)
-        r.update(step=step, seconds=round(time.time() - t, 1))
-        evals.append(r)
-        log(f"eval step {step}: tau_sim {r['tau_sim']} (mean accept over all anchors "
+        r = eval_tau(self.drafter, self.feats, self.eval_seqs, W=self.W, embed_w=self.embed_w,
+                     dtype=self.run_dtype(), autocast=self.autocast, chunk=self.chunk)
+        r.update(step=self.step, seconds=round(time.time() - t, 1))
+        self.evals.append(r)
+        log(f"eval step {self.step}: tau_sim {r['tau_sim']} (mean accept over all anchors "
             f"{r['mean_accept_all_anchors']}, {r['rounds']} rounds, {r['seconds']}s)")
         return r
 
-    def save(final: bool = False) -> float:
-        t = time.time()
-        hw = torch.cuda.get_device_name(dev) if cuda else f"CPU ({torch.get_num_threads()} threads)"
+    def eval_only(self) -> None:
+        """tau_sim per eval set, then stop: nothing is trained or exported."""
+        for name in dict.fromkeys(self.eval_set_of):
+            idx = [i for i, n in enumerate(self.eval_set_of[:len(self.eval_seqs)]) if n == name]
+            r = eval_tau(self.drafter, self.feats, [self.eval_seqs[i] for i in idx], W=self.W, embed_w=self.embed_w,
+                         dtype=self.run_dtype(), autocast=self.autocast, chunk=self.chunk, keys=[-1 - i for i in idx])
+            log(f"eval {name}: tau_sim {r['tau_sim']} ({r['prompts']} prompts, {r['rounds']} rounds)")
+
+    def card(self, hw: str, final: bool) -> str:
+        """The model card (README.md) of the export as it stands."""
+        a, di = self.args, self.data_info
         table = {"target": "SmolLM2-135M-Instruct (embedded GGUF, dequantised)", "hardware": hw,
-                 "steps": step, "train wall time": f"{train_s / 60:.1f} min",
-                 "total wall time": f"{(time.time() - t_start) / 60:.1f} min",
-                 "data": f"{data_info['sequences']} target responses ({data_info['greedy']} greedy, "
-                         f"{data_info['sampled']} sampled T={args.temperature}), {n_tok} tokens",
-                 "loss": f"{'KL to target' if args.kl == 1 else 'CE on data' if args.kl == 0 else f'{args.kl} KL + CE'}"
-                         + (f" (sparse: target top-{args.head_topk} + {args.negatives} negatives)" if args.head_topk else "")
-                         + f", w_k = exp(-(k-1)/{gamma})" + (f", k <= {args.loss_depth}" if args.loss_depth else ""),
-                 "optimizer": f"AdamW lr {args.lr}, {args.warmup:.0%} warmup, cosine, clip 1.0",
-                 "batch": f"{args.batch} sequences x {n_anchors} anchors", "init": f"weights of {args.init_from}" if args.init_from else args.init,
+                 "steps": self.step, "train wall time": f"{self.train_s / 60:.1f} min",
+                 "total wall time": f"{(time.time() - self.t_start) / 60:.1f} min",
+                 "data": f"{di['sequences']} target responses ({di['greedy']} greedy, "
+                         f"{di['sampled']} sampled T={a.temperature}), {di['response_tokens']} tokens",
+                 "loss": f"{'KL to target' if a.kl == 1 else 'CE on data' if a.kl == 0 else f'{a.kl} KL + CE'}"
+                         + (f" (sparse: target top-{a.head_topk} + {a.negatives} negatives)" if a.head_topk else "")
+                         + f", w_k = exp(-(k-1)/{self.gamma})" + (f", k <= {a.loss_depth}" if a.loss_depth else ""),
+                 "optimizer": f"AdamW lr {a.lr}, {a.warmup:.0%} warmup, cosine, clip 1.0",
+                 "batch": f"{a.batch} sequences x {self.n_anchors} anchors",
+                 "init": f"weights of {a.init_from}" if a.init_from else a.init,
                  "final": str(final)}
-        for j, run in enumerate(lineage):
+        for j, run in enumerate(self.lineage):
             table[f"earlier run {j + 1}"] = (f"{run['steps']} steps, {(run['train_s'] or 0) / 60:.1f} min on "
                                             f"{run['hardware']}, {run['response_tokens']} tokens, tau_sim {run['tau_sim']}")
-        info = {"name": f"smollm2-135m-dflash-b{B}" if args.target == "embedded" else out.name,
-                "layers": args.layers, "block_size": B, "mask_id": args.mask_id, "table": table,
-                "target_layer_ids": drafter.target_layer_ids, "eval": evals[-1] if evals else None}
-        log_obj = {"args": vars(args) | {"func": None}, "lineage": lineage, "data": data_info, "timings": timings, "steps": step,
-                   "train_s": round(train_s, 1), "history": history, "evals": evals, "hardware": hw, "final": final}
-        export(drafter, out, model_card(info), log_obj, int(args.max_shard_mb * 2**20))
-        tmp = state_path.with_suffix(".tmp")
-        torch.save({"model": drafter.state_dict(), "opt": opt.state_dict(), "step": step, "train_s": train_s,
-                    "history": history, "evals": evals, "rng": rng.getstate(), "order": order}, tmp)
-        os.replace(tmp, state_path)
+        return model_card({"name": f"smollm2-135m-dflash-b{self.B}" if a.target == "embedded" else self.out.name,
+                           "layers": a.layers, "block_size": self.B, "mask_id": a.mask_id, "table": table,
+                           "target_layer_ids": self.drafter.target_layer_ids,
+                           "eval": self.evals[-1] if self.evals else None})
+
+    def save(self, final: bool = False) -> float:
+        """Export (weights, model card, train_log.json) and the resumable train state; returns the seconds taken."""
+        a, t = self.args, time.time()
+        hw = torch.cuda.get_device_name(self.dev) if self.cuda else f"CPU ({torch.get_num_threads()} threads)"
+        card = self.card(hw, final)
+        log_obj = {"args": vars(a) | {"func": None}, "lineage": self.lineage, "data": self.data_info,
+                   "timings": self.timings, "steps": self.step, "train_s": round(self.train_s, 1),
+                   "history": self.history, "evals": self.evals, "hardware": hw, "final": final}
+        export(self.drafter, self.out, card, log_obj, int(a.max_shard_mb * 2**20))
+        tmp = self.state_path.with_suffix(".tmp")
+        torch.save({"model": self.drafter.state_dict(), "opt": self.opt.state_dict(), "step": self.step,
+                    "train_s": self.train_s, "history": self.history, "evals": self.evals,
+                    "rng": self.rng.getstate(), "order": self.order}, tmp)
+        os.replace(tmp, self.state_path)
         return time.time() - t
 
-    if args.eval_only:  # tau_sim per eval set, then stop: nothing is trained or exported
-        for name in dict.fromkeys(eval_set_of):
-            idx = [i for i, n in enumerate(eval_set_of[:len(eval_seqs)]) if n == name]
-            r = eval_tau(drafter, feats, [eval_seqs[i] for i in idx], W=W, embed_w=embed_w, dtype=run_dtype(),
-                         autocast=autocast, chunk=chunk, keys=[-1 - i for i in idx])
-            log(f"eval {name}: tau_sim {r['tau_sim']} ({r['prompts']} prompts, {r['rounds']} rounds)")
-        return 0
-
-    # --- 3. fit -------------------------------------------------------------------------------------
-    ev0 = evaluate() if eval_seqs else None
-    save_s = save()
-    timings["first_eval_s"] = ev0["seconds"] if ev0 else 0.0
-    # what the end needs: one more eval and export, with margin
-    reserve = 5 + 1.5 * (timings["first_eval_s"] + save_s)
-    train_start, train_s0, step0 = time.time(), train_s, step
-    budget = max(1.0, deadline - reserve - train_start)
-    log(f"training for {'%d steps' % args.steps if args.steps else '%.1f min' % (budget / 60)} "
-        f"(reserve {reserve:.0f}s for the final eval and export)")
-    last_save = last_eval = last_print = time.time()
-    loss_acc = torch.zeros((), device=dev)
-    hits_k, cnt_k = torch.zeros(B - 1, device=dev), torch.zeros(B - 1, device=dev)
-    n_acc = 0
-    bar = tqdm(total=args.steps or None, initial=step, disable=not sys.stderr.isatty(), dynamic_ncols=True)
-    while True:
-        now = time.time()
-        train_s = train_s0 + now - train_start
-        progress = step / args.steps if args.steps else train_s / (train_s0 + budget)
-        if progress >= 1 or now >= deadline - reserve:
-            break
-        for g in opt.param_groups:
-            g["lr"] = lr_at(progress, args.lr, args.warmup)
-        if len(order) < args.batch:
-            perm = list(range(len(seqs)))
-            rng.shuffle(perm)
-            order += perm
-        idx, order = order[:args.batch], order[args.batch:]
-        bseqs = [seqs[i] for i in idx]
-        anchors = [sorted(rng.sample(range(plens[i], len(seqs[i]) - 1), min(n_anchors, len(seqs[i]) - 1 - plens[i])))
-                   for i in idx]
-        batch = make_batch(bseqs, anchors, block_size=B, mask_id=args.mask_id, gamma=gamma, depth=args.loss_depth)
+    # --- 3. fit --------------------------------------------------------------------------------------
+    def next_batch(self) -> tuple[list[int], list[list[int]], dict]:
+        """The next --batch sequences of a shuffled pass (a new pass when too few are left) and random anchors in
+        their responses: (sequence indices, sequences, make_batch's tensors on the device)."""
+        a = self.args
+        if len(self.order) < a.batch:
+            perm = list(range(len(self.seqs)))
+            self.rng.shuffle(perm)
+            self.order += perm
+        idx, self.order = self.order[:a.batch], self.order[a.batch:]
+        bseqs = [self.seqs[i] for i in idx]
+        anchors = [sorted(self.rng.sample(range(self.plens[i], len(self.seqs[i]) - 1),
+                                          min(self.n_anchors, len(self.seqs[i]) - 1 - self.plens[i]))) for i in idx]
+        batch = make_batch(bseqs, anchors, block_size=self.B, mask_id=a.mask_id, gamma=self.gamma, depth=a.loss_depth)
         for key in ("anchors", "block_ids", "position_ids", "drow", "trow", "labels", "weights", "k"):
-            batch[key] = pin(batch[key])
-        f, *tgt = feats.get(idx, bseqs, batch["T"])
+            batch[key] = self._to_dev(batch[key])
+        return idx, bseqs, batch
+
+    def loss(self, f: torch.Tensor, tgt: list[torch.Tensor], batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
+        """The drafter's forward over all blocks of the batch, then the loss through the frozen target head:
+        (weighted loss, per-row hit = the draft's argmax is the target's)."""
+        a = self.args
+        with self.autocast():
+            h = draft_forward(self.drafter, self.embed_w, f, batch, self.run_dtype())
+        H = h.shape[-1]
+        hd = h.reshape(-1, H)[batch["drow"]]
+        if a.head_topk:
+            ids, lg = (t.reshape(-1, a.head_topk)[batch["trow"]] for t in tgt)
+            return sparse_head_loss(hd, ids, lg, batch["weights"], self.W,
+                                    negatives(ids, self.W.shape[0], a.negatives), self.chunk)
+        return head_loss(hd, tgt[0].reshape(-1, H)[batch["trow"]], batch["labels"], batch["weights"],
+                         self.W, a.kl, self.chunk)
+
+    def train_step(self) -> tuple[dict, torch.Tensor, torch.Tensor] | None:
+        """One optimizer step on the next batch: (batch, loss, hits); None when bf16 autocast failed on this run's
+        first step and the run goes on in fp32 (that batch is skipped)."""
+        idx, bseqs, batch = self.next_batch()
+        f, *tgt = self.feats.get(idx, bseqs, batch["T"])
         try:
-            with autocast():
-                h = draft_forward(drafter, embed_w, f, batch, run_dtype())
-            H = h.shape[-1]
-            hd = h.reshape(-1, H)[batch["drow"]]
-            if args.head_topk:
-                ids, lg = (t.reshape(-1, args.head_topk)[batch["trow"]] for t in tgt)
-                loss, hit = sparse_head_loss(hd, ids, lg, batch["weights"], W,
-                                             negatives(ids, W.shape[0], args.negatives), chunk)
-            else:
-                loss, hit = head_loss(hd, tgt[0].reshape(-1, H)[batch["trow"]], batch["labels"], batch["weights"],
-                                      W, args.kl, chunk)
+            loss, hit = self.loss(f, tgt, batch)
             loss.backward()
         except RuntimeError as e:  # one shot on a lent GPU: rather fp32 than nothing if bf16 autocast breaks
-            if not amp["on"] or step > step0 or "out of memory" in str(e):
+            if not self.amp or self.step > self.step0 or "out of memory" in str(e):
                 raise
             log(f"bf16 autocast failed ({str(e).splitlines()[0][:200]}); continuing in fp32")
-            amp["on"] = False
-            opt.zero_grad(set_to_none=True)
-            continue
-        torch.nn.utils.clip_grad_norm_(drafter.parameters(), 1.0)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        step += 1
-        bar.update(1)
+            self.amp = False
+            self.opt.zero_grad(set_to_none=True)
+            return None
+        torch.nn.utils.clip_grad_norm_(self.drafter.parameters(), 1.0)
+        self.opt.step()
+        self.opt.zero_grad(set_to_none=True)
+        self.step += 1
+        return batch, loss, hit
+
+    def record(self, run: Running, batch: dict, loss: torch.Tensor, hit: torch.Tensor, progress: float, bar) -> None:
+        """Sum the step's stats on the device; every --log-every steps, sync them into the history and the bar (and
+        without a terminal, the log at most every 20 s)."""
         k = batch["k"] - 1
-        loss_acc += loss.detach()
-        hits_k.index_add_(0, k, hit.float())  # not bincount: that syncs with the host to size its output
-        cnt_k.index_add_(0, k, torch.ones_like(hit, dtype=torch.float))
-        n_acc += 1
-        if step % args.log_every == 0:  # the only host syncs of the loop
-            acc = (hits_k / cnt_k.clamp_min(1)).tolist()
-            rec = {"step": step, "t": round(train_s, 1), "lr": round(opt.param_groups[0]["lr"], 7),
-                   "loss": round(loss_acc.item() / n_acc, 4), "acc_by_k": [round(a, 4) for a in acc]}
-            history.append(rec)
-            bar.set_postfix(loss=rec["loss"], acc1=f"{acc[0]:.3f}", acc4=f"{acc[min(3, B - 2)]:.3f}",
-                            acc_mean=f"{sum(acc) / len(acc):.3f}")
-            loss_acc.zero_(), hits_k.zero_(), cnt_k.zero_()
-            n_acc = 0
-            if bar.disable and time.time() - last_print > 20:
-                last_print = time.time()
-                log(f"step {step} {progress:.0%} loss {rec['loss']} acc@k " + " ".join(f"{a:.2f}" for a in acc)
-                    + f" lr {rec['lr']:.2e}")
-        if eval_seqs and time.time() - last_eval > args.eval_every:
-            evaluate()
-            last_eval = time.time()
-        if time.time() - last_save > args.save_every:
-            save()
-            last_save = time.time()
-    bar.close()
-    train_s = train_s0 + time.time() - train_start
-    timings["train_s"] = round(time.time() - train_start, 1)
-    if eval_seqs:
-        evaluate()
-    timings["total_s"] = round(time.time() - t_start, 1)
-    save(final=True)
-    log(f"done: {step} steps, {train_s / 60:.1f} min of training, total {timings['total_s']}s; "
-        f"exported to {out}" + (f"; tau_sim {evals[-1]['tau_sim']}" if evals else ""))
+        run.loss += loss.detach()
+        run.hits.index_add_(0, k, hit.float())  # not bincount: that syncs with the host to size its output
+        run.count.index_add_(0, k, torch.ones_like(hit, dtype=torch.float))
+        run.n += 1
+        if self.step % self.args.log_every != 0:
+            return
+        acc = (run.hits / run.count.clamp_min(1)).tolist()  # the only host syncs of the loop
+        rec = {"step": self.step, "t": round(self.train_s, 1), "lr": round(self.opt.param_groups[0]["lr"], 7),
+               "loss": round(run.loss.item() / run.n, 4), "acc_by_k": [round(a, 4) for a in acc]}
+        self.history.append(rec)
+        bar.set_postfix(loss=rec["loss"], acc1=f"{acc[0]:.3f}", acc4=f"{acc[min(3, self.B - 2)]:.3f}",
+                        acc_mean=f"{sum(acc) / len(acc):.3f}")
+        run.loss.zero_(), run.hits.zero_(), run.count.zero_()
+        run.n = 0
+        if bar.disable and time.time() - run.last_print > 20:
+            run.last_print = time.time()
+            log(f"step {self.step} {progress:.0%} loss {rec['loss']} acc@k " + " ".join(f"{a:.2f}" for a in acc)
+                + f" lr {rec['lr']:.2e}")
+
+    def fit(self) -> None:
+        """Stage 3: train until --steps or the deadline (keeping time for the final eval and export), with an eval
+        every --eval-every and an export every --save-every seconds; then the final eval and export."""
+        from tqdm import tqdm
+
+        a = self.args
+        ev0 = self.evaluate() if self.eval_seqs else None
+        save_s = self.save()
+        self.timings["first_eval_s"] = ev0["seconds"] if ev0 else 0.0
+        # what the end needs: one more eval and export, with margin
+        reserve = 5 + 1.5 * (self.timings["first_eval_s"] + save_s)
+        train_start, train_s0, self.step0 = time.time(), self.train_s, self.step
+        budget = max(1.0, self.deadline - reserve - train_start)
+        log(f"training for {'%d steps' % a.steps if a.steps else '%.1f min' % (budget / 60)} "
+            f"(reserve {reserve:.0f}s for the final eval and export)")
+        last_save = last_eval = last_print = time.time()
+        run = Running(torch.zeros((), device=self.dev), torch.zeros(self.B - 1, device=self.dev),
+                      torch.zeros(self.B - 1, device=self.dev), last_print=last_print)
+        bar = tqdm(total=a.steps or None, initial=self.step, disable=not sys.stderr.isatty(), dynamic_ncols=True)
+        while True:
+            now = time.time()
+            self.train_s = train_s0 + now - train_start
+            progress = self.step / a.steps if a.steps else self.train_s / (train_s0 + budget)
+            if progress >= 1 or now >= self.deadline - reserve:
+                break
+            for g in self.opt.param_groups:
+                g["lr"] = lr_at(progress, a.lr, a.warmup)
+            done = self.train_step()
+            if done is None:
+                continue
+            bar.update(1)
+            self.record(run, *done, progress, bar)
+            if self.eval_seqs and time.time() - last_eval > a.eval_every:
+                self.evaluate()
+                last_eval = time.time()
+            if time.time() - last_save > a.save_every:
+                self.save()
+                last_save = time.time()
+        bar.close()
+        self.train_s = train_s0 + time.time() - train_start
+        self.timings["train_s"] = round(time.time() - train_start, 1)
+        if self.eval_seqs:
+            self.evaluate()
+        self.timings["total_s"] = round(time.time() - self.t_start, 1)
+        self.save(final=True)
+        log(f"done: {self.step} steps, {self.train_s / 60:.1f} min of training, total {self.timings['total_s']}s; "
+            f"exported to {self.out}" + (f"; tau_sim {self.evals[-1]['tau_sim']}" if self.evals else ""))
+
+
+def main(args: argparse.Namespace) -> int:
+    """`python -m engine train`: 0 when done (or after --gen-only / --eval-only), 1 with no training data."""
+    check_args(args)
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # "Writing model shards" on every export would flood the log
+    t = Trainer(args)
+    t.load_target()
+    t.generate()
+    if args.gen_only:
+        log(f"gen done in {t.timings['gen_s']}s")
+        return 0
+    if not t.load_data():
+        log("no training data in " + str(t.data))
+        return 1
+    t.build_drafter()
+    t.setup()
+    t.load_state()
+    if args.eval_only:
+        t.eval_only()
+        return 0
+    t.fit()
     return 0
 
 

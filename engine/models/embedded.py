@@ -15,6 +15,8 @@ GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 EMBEDDED_NAME = "embedded"
 # An unused special token of SmolLM2's table (never produced in chat text): the drafter's mask id.
 MASK_TOKEN = "<empty_output>"
+SMOLLM2_MASK_ID = 16          # its row in SmolLM2's table
+SMOLLM2_VOCAB = 49152
 
 
 def gguf_path() -> Path:

@@ -1,0 +1,214 @@
+"""The page's callbacks: each reads the session's state (gr.State) and returns component values
+(app.views); the loaded Engine is shared read-only (app.loader). Wired to components in app.ui."""
+from __future__ import annotations
+
+import logging
+import time
+
+import gradio as gr
+
+from . import analysis, records, render, session, views
+from .runs import bad_input, engine_or_error, parse_inputs, start_run, stream_run
+
+log = logging.getLogger("reanchor.app")
+
+TEXT_INTERVAL_S = 0.1       # text/metrics at most this often: each update shows every round since the last
+FIG_INTERVAL_S = 0.5        # round figure at most this often while streaming
+TIMELINE_INTERVAL_S = 1.0   # timeline at most this often while streaming, times rounds / TIMELINE_ROUNDS
+TIMELINE_ROUNDS = 200       # (a timeline of n bars costs the page O(n) per draw: keep its share bounded)
+STREAM_TAIL = 300           # generated tokens shown while a run streams; the whole text once it ends
+
+
+def _state(st) -> dict:
+    return st if isinstance(st, dict) else session.new_state()
+
+
+class Callbacks:
+    def __init__(self, loader, trace_choices: list[tuple[str, str]]):
+        self.loader, self.trace_choices = loader, trace_choices
+
+    # -- page load and status ---------------------------------------------------------------------
+    def on_load(self, st):
+        st = _state(st)
+        if st.get("trace") is None and self.trace_choices:
+            try:
+                st["trace"] = session.load_example(self.trace_choices[0][1])
+                st["trace_file"] = self.trace_choices[0][1]
+            except ValueError as e:
+                log.warning("example trace: %s", e)
+        return views.show_trace(st, 0, "example trace" if st.get("trace") else "")
+
+    def on_status(self):
+        return self.loader.status(), gr.Timer(active=self.loader.loading)
+
+    # -- runs -------------------------------------------------------------------------------------
+    def begin(self, st, inputs: tuple, label: str):
+        """Check the controls, refuse a second run in the session, start one: (state, engine, run, ids, config)."""
+        st = _state(st)
+        p, m, r, t, s, n, k = parse_inputs(*inputs)
+        engine = engine_or_error(self.loader)
+        if st.get("run") is not None:
+            raise bad_input(f"{label}: a run is already in progress in this session; press Stop first")
+        run, ids = start_run(engine, p, m, r, t, s, n, k)
+        st["run"] = run
+        config = {"mode": m, "rule": r, "temperature": t, "seed": s, "max_new_tokens": n, "max_shifted": k}
+        return st, engine, run, ids, config
+
+    def _live_update(self, st, live, clock: dict):
+        """One streaming update of the view (text, metrics, slider, and the figures at their own pace)."""
+        skip = gr.skip()
+        now, i = time.monotonic(), len(live["rounds"]) - 1
+        fig_out = cap_out = tl_out = skip
+        if st.get("follow") and (now - clock["fig"] >= FIG_INTERVAL_S or i == 0):
+            _, cap_out, fig_out = views.round_outputs(st, i, prefetch=False)
+            clock["fig"] = now
+        if now - clock["tl"] >= TIMELINE_INTERVAL_S * max(1.0, i / TIMELINE_ROUNDS) or i == 0:
+            tl_out, clock["tl"] = views.timeline_json(live), now
+        status = "stopping at the next round…" if st.get("stopping") else f"running… round {i}"
+        return (st, views.text(live, tail=STREAM_TAIL), views.metrics(st, status),
+                views.slider(live, i if st.get("follow") else None), cap_out, fig_out, tl_out,
+                gr.update(interactive=False), skip, skip, skip)
+
+    def on_run(self, prompt_v, mode_v, rule_v, temp_v, seed_v, max_v, shifted_v, st):
+        st, engine, run, ids, config = self.begin(
+            st, (prompt_v, mode_v, rule_v, temp_v, seed_v, max_v, shifted_v), "Run")
+        st["follow"] = True if st.get("follow") is None else st["follow"]
+        skip, live = gr.skip(), None
+        clock = {"text": 0.0, "fig": 0.0, "tl": 0.0}
+        log.info("run started: %s", config)
+        yield (st, skip, views.metrics(st, "running… (prefill)"), skip, skip, skip, skip,
+               gr.update(interactive=False), skip, skip, skip)
+        try:
+            for live, rec in stream_run(engine, run, ids, config):
+                st["trace"], st["trace_file"] = live, None
+                i = len(live["rounds"]) - 1
+                if st.get("follow"):
+                    st["view"] = i
+                if time.monotonic() - clock["text"] < TEXT_INTERVAL_S and i > 0:
+                    continue  # fast rounds (tiny models) would flood the page; the next update has them
+                clock["text"] = time.monotonic()
+                yield self._live_update(st, live, clock)
+        finally:  # normal end, Stop, or the generator closed (client gone / cancelled)
+            run.stop()
+            st["run"], st["stopping"] = None, False
+            log.info("run ended after %d rounds", len(live["rounds"]) if live else 0)
+        trace = run.trace()
+        st["trace"], st["trace_file"] = trace, session.export_trace(trace)
+        status = "stopped" if (run.result or {}).get("stopped") else "done"
+        yield views.show_trace(st, len(trace["rounds"]) - 1 if st.get("follow") else st.get("view", 0), status)
+
+    def on_stop(self, st):
+        """Ends this session's run at the next round boundary; the run's own updates report it."""
+        active = isinstance(st, dict) and st.get("run") is not None
+        log.info("stop requested (run active: %s)", active)
+        if active:
+            st["stopping"] = True
+            st["run"].stop()
+
+    def on_compare(self, prompt_v, mode_v, rule_v, temp_v, seed_v, max_v, shifted_v, st):
+        st, engine, run, ids, config = self.begin(
+            st, (prompt_v, mode_v, rule_v, temp_v, seed_v, max_v, shifted_v), "Run comparison")
+        last, skip = 0.0, gr.skip()
+        try:
+            for live, _ in stream_run(engine, run, ids, config):
+                if time.monotonic() - last >= 1.0:
+                    last = time.monotonic()
+                    status = f"comparison running… round {len(live['rounds']) - 1}"
+                    yield (st, render.metrics_view(session.stats_of(live), status=status),
+                           skip, skip, skip, skip, skip, skip, skip)
+        finally:
+            run.stop()
+            st["run"], st["stopping"] = None, False
+        st["compare"] = run.trace()
+        yield (st, *views.compare_views(st), views.metrics(st, "with comparison"))
+
+    # -- round navigation -------------------------------------------------------------------------
+    def goto(self, st, i):
+        st = _state(st)
+        trace = st.get("trace")
+        i, cap, fig = views.round_outputs(st, i)
+        st["view"] = i
+        following = st.get("run") is not None and trace and i == len(trace.get("rounds", [])) - 1
+        follow_out = gr.skip()
+        if st.get("run") is not None and not following and st.get("follow"):
+            st["follow"] = False  # looking at an earlier round: stop following the live one
+            follow_out = False
+        return i, cap, fig, follow_out
+
+    def step(self, st, delta: int):
+        return self.goto(st, _state(st).get("view", 0) + delta)
+
+    def last(self, st):
+        return self.goto(st, len((_state(st).get("trace") or {}).get("rounds", [])) - 1)
+
+    def on_token_click(self, st, evt: gr.EventData):
+        r = (getattr(evt, "_data", None) or {}).get("r")
+        if r is None:
+            return gr.skip(), gr.skip(), gr.skip(), gr.skip()
+        return self.goto(st, max(0, int(r)))  # -1: the prefill's token; show the first round
+
+    def on_timeline_click(self, st, evt: gr.EventData):
+        r = (getattr(evt, "_data", None) or {}).get("round")
+        if r is None:
+            return gr.skip(), gr.skip(), gr.skip(), gr.skip()
+        return self.goto(st, int(r))
+
+    def on_token_go(self, k, st):
+        trace = (st or {}).get("trace")
+        if not trace:
+            raise bad_input("Go to round of token #: no run to look into")
+        rounds_of_tok = records.token_rounds(trace)
+        try:
+            k = int(k)
+        except (TypeError, ValueError):
+            raise bad_input("Go to round of token #: enter a token number") from None
+        if not 0 <= k < len(rounds_of_tok):
+            raise bad_input(f"Go to round of token #: must be between 0 and {len(rounds_of_tok) - 1}")
+        return self.goto(st, max(0, rounds_of_tok[k]))
+
+    def on_play(self, st):
+        st["playing"] = not st.get("playing")
+        if st["playing"]:
+            st["follow"] = False
+        return gr.Timer(active=st["playing"]), gr.update(value="⏸ pause" if st["playing"] else "▶ play"), \
+            gr.update(value=bool(st.get("follow")))
+
+    def on_tick(self, st):
+        trace = st.get("trace")
+        n = len(trace.get("rounds", [])) if trace else 0
+        i = st.get("view", 0) + 1
+        if i >= n:
+            st["playing"] = False
+            return gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.Timer(active=False), gr.update(value="▶ play")
+        return (*self.goto(st, i), gr.Timer(active=True), gr.skip())
+
+    # -- traces -----------------------------------------------------------------------------------
+    def on_upload(self, path, st):
+        st = _state(st)
+        if st.get("run") is not None:
+            raise bad_input("Load trace: a run is in progress; press Stop first")
+        try:
+            trace = session.load_trace_file(path)
+        except ValueError as e:
+            raise bad_input(str(e), "Bad trace") from None
+        st["trace"], st["trace_file"], st["compare"] = trace, path, None
+        return views.show_trace(st, 0, "loaded trace")
+
+    def on_example_trace(self, label, st, n_out: int):
+        path = dict(self.trace_choices).get(label)
+        if not path:
+            return (gr.skip(),) * n_out
+        st = _state(st)
+        if st.get("run") is not None:
+            raise bad_input("Example trace: a run is in progress; press Stop first")
+        st["trace"], st["trace_file"], st["compare"] = session.load_example(path), path, None
+        return views.show_trace(st, 0, "example trace")
+
+    def on_example_analyses(self):
+        """The paper's analyses over every shipped example trace at once (recorded with the embedded model)."""
+        traces = [session.load_example(path) for _, path in self.trace_choices]
+        if not traces:
+            raise bad_input("Analyse the example traces: none are installed (assets/traces)")
+        res = {"pooled": {"traces": [label for label, _ in self.trace_choices],
+                          "rounds": sum(len(t["rounds"]) for t in traces)}, **analysis.compute(traces)}
+        return (res, *analysis.figures(res))

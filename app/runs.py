@@ -1,0 +1,93 @@
+"""Starting and streaming model runs from the page: the controls checked with the engine's own
+parsers (engine.options), errors worded for a person, and the live trace (engine.trace) a run fills."""
+from __future__ import annotations
+
+import logging
+import time
+
+import gradio as gr
+
+from engine.decode import DecodeConfig
+from engine.decode.cost import budget_for
+from engine.errors import InputError
+from engine.options import MODES, RULES, parse_max_shifted, to_int
+from engine.trace import add_round, new_trace
+
+from . import session
+
+log = logging.getLogger("reanchor.app")
+
+
+def bad_input(message: str, title: str = "Bad input") -> gr.Error:
+    """A user's mistake: a toast on the page and one line in the server log (no traceback)."""
+    log.info("%s: %s", title.lower(), message)
+    return gr.Error(message, title=title, print_exception=False)
+
+
+def field_error(e: InputError, title: str = "Bad input") -> gr.Error:
+    return bad_input(f"{session.field_label(e.field)}: {e.message}", title)
+
+
+def parse_inputs(prompt, mode, rule, temperature, seed, max_new, shifted="all"):
+    """Check the controls; raise a gr.Error naming the control (the app keeps serving)."""
+    if not isinstance(prompt, str) or not prompt.strip():
+        raise bad_input("Prompt: is empty; type a prompt or pick an example")
+    if len(prompt) > session.MAX_PROMPT_CHARS:
+        raise bad_input(f"Prompt: {len(prompt)} characters, at most {session.MAX_PROMPT_CHARS}")
+    if mode not in MODES:
+        raise bad_input(f"Mode: unknown mode {mode!r}")
+    if rule not in RULES:
+        raise bad_input(f"Attachment rule: unknown rule {rule!r}")
+    try:
+        t = float(temperature)
+    except (TypeError, ValueError):
+        raise bad_input(f"Temperature: {temperature!r} is not a number") from None
+    if not 0.0 <= t <= 10.0:
+        raise bad_input(f"Temperature: must be between 0 and 10, got {t}")
+    try:
+        s = to_int(seed, "seed", 0, 2**31 - 1)
+        n = to_int(max_new, "max_new_tokens", 1, session.APP_MAX_NEW_TOKENS)
+        k = parse_max_shifted("all" if shifted is None else shifted)
+    except InputError as e:
+        raise field_error(e) from None
+    return prompt, mode, rule, t, s, n, k
+
+
+def engine_or_error(loader):
+    if loader.ready:
+        return loader.engine
+    if loader.error:
+        raise bad_input(f"Model: loading failed ({loader.error}); restart the app with other --target/--drafter",
+                        "Model")
+    if not loader.enabled:
+        raise bad_input("Model: this app runs replay-only (--no-model); load a trace instead", "Model")
+    raise bad_input("Model: still loading; try again in a few seconds (see the status line)", "Model")
+
+
+def start_run(engine, prompt, mode, rule, t, s, n, k=None):
+    """(run, prompt ids) or a gr.Error naming the field the engine rejected."""
+    cfg = DecodeConfig(mode=mode, rule=rule, temperature=t, seed=s, max_new_tokens=n, max_shifted=k)
+    try:
+        ids = engine.encode_prompt(prompt)
+        run = engine.run(ids, cfg, budget_for(engine, cfg))
+    except InputError as e:
+        raise field_error(e) from None
+    return run, ids
+
+
+def stream_run(engine, run, ids, config: dict):
+    """Iterate a run, yielding (live trace, record) per round; the live trace follows the trace schema.
+
+    The run is stopped in `finally`, so a closed generator (Stop, client gone) ends it.
+    """
+    tok = engine.models.tokenizer
+    live = new_trace(config, ids, tok)
+    live["elapsed_s"] = 0.0
+    t0 = time.monotonic()
+    try:
+        for rec in run:
+            add_round(live, rec, tok)
+            live["elapsed_s"] = time.monotonic() - t0
+            yield live, rec
+    finally:
+        run.stop()

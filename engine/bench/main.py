@@ -1,0 +1,285 @@
+"""Benchmark: tau and speed of every decoding mode on prompt sets, plus the paper's analyses.
+
+    python -m engine bench --sets humaneval,math --n 10 --max-new-tokens 128 --traces --out runs/b1
+
+Every mode runs on the same prompts in the same process, interleaved prompt by prompt (for each
+prompt: each mode), after a warm-up, so slow drifts of the machine hit all modes alike. Times are
+the engine's own (`stats.wall_s`: prefill + rounds, synchronised on CUDA; model loading and
+tokenisation excluded). Ctrl-C stops after writing the results of the prompts every mode finished.
+Writes DIR/results.json, DIR/report.md (tables shaped like the paper's), DIR/fig2_acceptance.html
+and, with --traces, DIR/traces/<set>/<label>/<prompt id>.json.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import analyses as A
+from ..errors import InputError
+from ..options import MODES as ENGINE_MODES
+from ..options import RULES, add_model_args, models_from_args, parse_csv, parse_max_shifted
+from .report import write_report
+from .sets import PER_SET, SETS, load_set, read_jsonl, sample_prompts
+
+MODES = ENGINE_MODES + ("reanchor-auto",)       # reanchor-auto: ReAnchor with the cost budget
+RULE_MODES = tuple(f"reanchor-{r}" for r in RULES if r != "earliest")  # --modes reanchor-all etc.
+WARMUP_TOKENS = 16
+
+
+# -- what to run -------------------------------------------------------------------------------
+
+@dataclass
+class Variant:
+    label: str                 # results and trace folder name
+    mode: str
+    rule: str
+    max_shifted: int | str | None
+
+
+def variants(modes: list[str], rules: list[str], max_shifted) -> list[Variant]:
+    out = []
+    for mode in modes:
+        if mode == "reanchor":
+            out += [Variant("reanchor" if r == "earliest" else f"reanchor-{r}", mode, r, max_shifted)
+                    for r in rules]
+        elif mode == "reanchor-auto":
+            out.append(Variant(mode, "reanchor", "earliest", "auto"))
+        elif mode in RULE_MODES:
+            out.append(Variant(mode, "reanchor", mode.split("-", 1)[1], max_shifted))
+        else:
+            out.append(Variant(mode, mode, "fixed" if mode == "shifted-fixed" else "earliest",
+                               None if mode in ("ar", "dflash") else max_shifted))
+    return out
+
+
+# -- running -----------------------------------------------------------------------------------
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name)
+
+
+def plan(args) -> tuple[list[Variant], dict[str, list[dict]]]:
+    """What to run: the variants (deduplicated by label) and the prompts of each set."""
+    set_names = parse_csv(args.sets, SETS, "sets") if args.sets or not args.prompts else []
+    modes = parse_csv(args.modes, MODES + RULE_MODES, "modes")
+    rules = parse_csv(args.rules, RULES, "rules") or ["earliest"]
+    todo = list({v.label: v for v in variants(modes, rules, parse_max_shifted(args.max_shifted))}.values())
+    if not todo:
+        raise InputError("modes", "nothing to run")
+    sets = {s: sample_prompts(load_set(s), args.n, args.seed) for s in set_names}
+    if args.prompts:
+        p = Path(args.prompts)
+        sets[_safe(p.stem)] = sample_prompts(read_jsonl(p), args.n, args.seed)
+    if not sets:
+        raise InputError("sets", "no prompt set chosen")
+    return todo, sets
+
+
+def decode_config(args, v: Variant, max_new: int):
+    from ..decode import DecodeConfig
+
+    return DecodeConfig(mode=v.mode, rule=v.rule, temperature=args.temperature, seed=args.seed,
+                        max_new_tokens=max_new, max_shifted=v.max_shifted,
+                        max_trie_nodes=None if v.mode in ("ar", "dflash") else args.max_trie_nodes,
+                        ignore_eos=args.ignore_eos, block_size=args.block_size)
+
+
+def run_prompt(eng, ids: list[int], todo: list[Variant], args, max_new: int, on_done=None) -> dict[str, dict]:
+    """Every variant on one prompt, one after the other on the same engine: {label: trace}."""
+    from ..decode.cost import budget_for
+
+    traces = {}
+    for v in todo:
+        cfg = decode_config(args, v, max_new)
+        run = eng.run(ids, cfg, budget_for(eng, cfg))
+        run.finish()
+        traces[v.label] = run.trace()
+        if on_done:
+            on_done(v.label)
+    return traces
+
+
+def save_traces(out: Path, set_name: str, prompt_id: str, traces: dict[str, dict]) -> None:
+    from ..trace import save_trace
+
+    for label, tr in traces.items():
+        d = out / "traces" / set_name / label
+        d.mkdir(parents=True, exist_ok=True)
+        save_trace(d / f"{_safe(prompt_id)}.json", tr)
+
+
+def prepare(eng, todo: list[Variant], sets: dict[str, list[dict]], args) -> None:
+    """Before any timed run: bad flags fail, the cost model profiles the hardware (when a variant
+    uses it), and every variant warms up on the shortest prompt (kernels, allocator, caches)."""
+    from ..decode import validate
+    from ..decode.cost import budget_for
+
+    cfgs = [validate(decode_config(args, v, args.max_new_tokens), eng.block_size) for v in todo]
+    for cfg in cfgs:  # bad flags failed above, before an hour of decoding; now profile if needed
+        budget_for(eng, cfg)
+    shortest = min((p["prompt"] for ps in sets.values() for p in ps), key=len)
+    run_prompt(eng, eng.encode_prompt(shortest), todo, args, min(WARMUP_TOKENS, args.max_new_tokens))
+
+
+def run_sets(eng, todo: list[Variant], sets: dict[str, list[dict]], args, out: Path):
+    """Interleaved: for each prompt, each variant. (done per set, skipped prompts, interrupted)."""
+    from tqdm import tqdm
+
+    done: dict[str, list[tuple[str, dict[str, dict]]]] = {s: [] for s in sets}
+    skipped: list[dict] = []
+    try:
+        for set_name, prompts in sets.items():
+            bars = {v.label: tqdm(total=len(prompts), desc=f"{set_name:>9} {v.label:<16}",
+                                  position=i, leave=True, file=sys.stderr, dynamic_ncols=True)
+                    for i, v in enumerate(todo)}
+            try:
+                for p in prompts:
+                    try:
+                        traces = run_prompt(eng, eng.encode_prompt(p["prompt"]), todo, args,
+                                            args.max_new_tokens, lambda label: bars[label].update())
+                    except InputError as e:  # e.g. a prompt too long for the context window
+                        skipped.append({"set": set_name, "id": p["id"], "error": str(e)})
+                        continue
+                    done[set_name].append((p["id"], traces))
+                    if args.traces:
+                        save_traces(out, set_name, p["id"], traces)
+            finally:
+                for b in bars.values():
+                    b.close()
+    except KeyboardInterrupt:
+        print("\ninterrupted: writing the results of the prompts every mode finished", file=sys.stderr)
+        return done, skipped, True
+    return done, skipped, False
+
+
+def run_config(args, eng, todo: list[Variant], load_s: float, interrupted: bool, skipped: list[dict]) -> dict:
+    """The results' "config": the flags, what was loaded, the hardware, the date."""
+    config = {k: v for k, v in vars(args).items() if k != "func"}
+    m = eng.models
+    config.update(target_name=m.target_name, drafter_name=m.drafter_name, device_used=str(m.device),
+                  dtype_used=str(m.dtype).replace("torch.", ""),
+                  block_size=args.block_size or eng.block_size, variants=[vars(v) for v in todo],
+                  per_set_sample=PER_SET, load_s=round(load_s, 2), interrupted=interrupted,
+                  skipped=skipped, hardware=_hardware(m.device), torch=_torch_version(),
+                  date=time.strftime("%Y-%m-%d %H:%M:%S %Z"))
+    return config
+
+
+def run_bench(args) -> dict:
+    from ..decode import Engine
+    from ..decode.cost import engine_profile
+
+    todo, sets = plan(args)
+    t_load = time.perf_counter()
+    eng = Engine(models_from_args(args))
+    load_s = time.perf_counter() - t_load
+    prepare(eng, todo, sets, args)
+    done, skipped, interrupted = run_sets(eng, todo, sets, args, Path(args.out))
+    results = aggregate(done, todo, args.temperature, run_config(args, eng, todo, load_s, interrupted, skipped))
+    if any(v.max_shifted == "auto" for v in todo):
+        results["cost"] = engine_profile(eng).as_dict()
+    return results
+
+
+def _hardware(device) -> dict:
+    import torch
+    hw = {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
+          "threads": torch.get_num_threads()}
+    if device.type == "cuda":
+        hw["gpu"] = torch.cuda.get_device_name(device)
+    return hw
+
+
+def _torch_version() -> str:
+    import torch
+    return torch.__version__
+
+
+def aggregate(done: dict[str, list[tuple[str, dict[str, dict]]]], todo: list[Variant],
+              temperature: float, config: dict) -> dict:
+    """Per (set, variant): pooled tau over rounds, tokens/s over the summed wall time, ratios."""
+    runs, an = [], {}
+    pooled: dict[str, list[dict]] = {}
+    for set_name, items in done.items():
+        if not items:
+            continue
+        row: dict[str, dict] = {}
+        an[set_name] = {}
+        for v in todo:
+            trs = [t[v.label] for _, t in items]
+            pooled.setdefault(v.label, []).extend(trs)
+            new = sum(t["stats"]["new_tokens"] for t in trs)
+            wall = sum(t["stats"]["wall_s"] for t in trs)
+            row[v.label] = {"set": set_name, "mode": v.mode, "rule": v.rule, "label": v.label,
+                            "max_shifted": v.max_shifted, "temperature": temperature, "n": len(trs),
+                            "tau": A.tau(trs), "rounds": sum(len(t["rounds"]) for t in trs),
+                            "new_tokens": new, "wall_s": wall,
+                            "tokens_per_s": new / wall if wall > 0 else None}
+            an[set_name][v.label] = A.summarize(trs)
+        ar, dfl = row.get("ar"), row.get("dflash")
+        for label, r in row.items():
+            r["speedup_vs_ar"] = _ratio(r["tokens_per_s"], ar and ar["tokens_per_s"])
+            r["tau_vs_dflash"] = _ratio(r["tau"], dfl and dfl["tau"])
+            r["speed_vs_dflash"] = _ratio(r["tokens_per_s"], dfl and dfl["tokens_per_s"])
+            r["lossless"] = (sum(t[label]["output_ids"] == t["ar"]["output_ids"] for _, t in items)
+                             / len(items)) if ar and temperature == 0 else None
+        runs += row.values()
+    an["all"] = {label: A.summarize(trs) for label, trs in pooled.items()}
+    return {"runs": runs, "analyses": an, "config": config}
+
+
+def _ratio(a, b):
+    return a / b if a is not None and b else None
+
+
+# -- CLI ---------------------------------------------------------------------------------------
+
+def add_bench_args(subparsers) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("bench", help="tau and speed of every mode on prompt sets, with the paper's analyses",
+                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--sets", default=None,
+                   help=f"comma list of {', '.join(SETS)} (default: all; none when --prompts is given)")
+    p.add_argument("--prompts", default=None, help="extra JSONL set of {\"id\", \"prompt\"} lines")
+    p.add_argument("--n", type=int, default=10, help=f"prompts per set (of {PER_SET} sampled with --seed)")
+    p.add_argument("--modes", default=",".join(MODES),
+                   help="comma list of " + ", ".join(MODES) + " (or reanchor-<rule>)")
+    p.add_argument("--rules", default="earliest",
+                   help="attachment rules for reanchor, comma list of " + ", ".join(RULES))
+    p.add_argument("--temperature", type=float, default=0.0)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--max-new-tokens", type=int, default=128)
+    add_model_args(p)
+    p.add_argument("--ignore-eos", action="store_true", help="always generate --max-new-tokens")
+    p.add_argument("--max-shifted", default=None, help="shifted blocks per round: all (default), auto or K")
+    p.add_argument("--max-trie-nodes", type=int, default=None)
+    p.add_argument("--block-size", type=int, default=None,
+                   help="draft blocks of this size (default: the drafter's trained size)")
+    p.add_argument("--traces", action="store_true", help="save every trace under DIR/traces")
+    p.add_argument("--out", required=True, help="output folder")
+    p.set_defaults(func=main)
+    return p
+
+
+def main(args) -> int:
+    if args.n is not None and args.n < 1:
+        raise InputError("n", f"must be at least 1, got {args.n}")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    results = run_bench(args)
+    tmp = out / "results.json.tmp"
+    tmp.write_text(json.dumps(results, indent=1), encoding="utf-8")
+    os.replace(tmp, out / "results.json")
+    if results["runs"]:
+        write_report(results, out)
+        print(f"wrote {out / 'results.json'} and {out / 'report.md'}", file=sys.stderr)
+    else:
+        print(f"no prompt finished; wrote {out / 'results.json'}", file=sys.stderr)
+    return 0
+

@@ -1,0 +1,215 @@
+"""report.md from results.json: the paper's tables (2, 4, 7, 5, 6, 8, 1, Figure 2) and the cost
+budget's, each a function of the results; Figure 2 as a self-contained HTML file."""
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def _f(x, fmt="{:.2f}", none="–") -> str:
+    return none if x is None else fmt.format(x)
+
+
+def _pct(x) -> str:
+    return _f(None if x is None else 100 * x, "{:.1f}%")
+
+
+def _table(head: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    return "\n".join(lines + ["| " + " | ".join(map(str, r)) + " |" for r in rows])
+
+
+def _mean(xs):
+    xs = [x for x in xs if x is not None]
+    return sum(xs) / len(xs) if xs else None
+
+
+def _diff(a, b):
+    return a - b if a is not None and b is not None else None
+
+
+class Results:
+    """Lookups into results.json: per (set, label) runs and analyses."""
+
+    def __init__(self, results: dict):
+        self.runs, self.an, self.cfg = results["runs"], results["analyses"], results["config"]
+        self.cost = results.get("cost")
+        self.sets = list(dict.fromkeys(r["set"] for r in self.runs))
+        self.labels = list(dict.fromkeys(r["label"] for r in self.runs))
+        self._by = {(r["set"], r["label"]): r for r in self.runs}
+
+    def get(self, s: str, label: str, key: str):
+        r = self._by.get((s, label))
+        return r and r.get(key)
+
+    def stat(self, s: str, label: str, *keys):
+        x = self.an.get(s, {}).get(label)
+        for k in keys:
+            x = x.get(k) if isinstance(x, dict) else None
+        return x
+
+    def mean(self, label: str, key: str):
+        return _mean(self.get(s, label, key) for s in self.sets)
+
+    def first(self, *cands):
+        return next((c for c in cands if c in self.labels), None)
+
+    def having(self, *cands) -> list[str]:
+        return [c for c in cands if c in self.labels]
+
+
+def header(R: Results) -> list[str]:
+    cfg = R.cfg
+    counts = ", ".join(f"{s} {R.get(s, R.labels[0], 'n')}" for s in R.sets)
+    return ["# ReAnchor benchmark\n",
+            f"Target `{cfg['target_name']}`, drafter `{cfg['drafter_name']}` (B={cfg.get('block_size')}), "
+            f"{cfg['device_used']} {cfg['dtype_used']}, T={cfg['temperature']}, seed {cfg['seed']}, "
+            f"max {cfg['max_new_tokens']} new tokens, prompts per set: {counts}. {cfg['date']}."
+            + (" **Interrupted**: partial results." if cfg.get("interrupted") else ""),
+            "\ntau = mean accepted drafts + 1 per round (bonus included), pooled over rounds; speedup = "
+            "tokens/s over target-only (`ar`) tokens/s, same prompts, interleaved. Lossless: share of "
+            "prompts whose output equals `ar`'s token for token (T=0)."]
+
+
+def table2(R: Results) -> list[str]:
+    L = R.labels
+    return ["\n## Table 2: tau / speedup per set and mode\n",
+            _table(["set"] + L, [[s] + [f"{_f(R.get(s, l, 'tau'))} / {_f(R.get(s, l, 'speedup_vs_ar'))}x"
+                                        for l in L] for s in R.sets] +
+                   [["mean"] + [f"{_f(R.mean(l, 'tau'))} / {_f(R.mean(l, 'speedup_vs_ar'))}x" for l in L]]),
+            "\n### Tokens/s and losslessness\n",
+            _table(["set"] + L, [[s] + [f"{_f(R.get(s, l, 'tokens_per_s'), '{:.1f}')} ({_pct(R.get(s, l, 'lossless'))})"
+                                        for l in L] for s in R.sets])]
+
+
+def tables_4_7(R: Results) -> list[str]:
+    if "dflash" not in R.labels:
+        return []
+    md = []
+    parts = R.having("in-block", "extension", "reanchor")
+    if parts:
+        md += ["\n## Table 4: in-block refinement vs block extension (delta tau / speed over DFlash)\n",
+               _table(["set", "dflash tau"] + parts,
+                      [[s, _f(R.get(s, "dflash", "tau"))] +
+                       [f"{_f(_diff(R.get(s, l, 'tau'), R.get(s, 'dflash', 'tau')), '{:+.2f}')} / "
+                        f"{_f(R.get(s, l, 'speed_vs_dflash'))}x" for l in parts] for s in R.sets])]
+    steps = R.having("dflash", "shifted-fixed", "reanchor")
+    if len(steps) > 1:
+        md += ["\n## Table 7: cumulative ablation (tau)\n",
+               _table(["set"] + steps, [[s] + [_f(R.get(s, l, "tau")) for l in steps] for s in R.sets] +
+                      [["mean"] + [_f(R.mean(l, "tau")) for l in steps]])]
+    return md
+
+
+def table5(R: Results) -> list[str]:
+    src = R.first("reanchor", "reanchor-all", "in-block", "extension", "shifted-fixed")
+    if not src:
+        return []
+    a = lambda s, k: R.stat(s, src, "alignment", k)  # noqa: E731
+    return [f"\n## Table 5: start-token alignment (`{src}` runs; of shifted blocks with a match)\n",
+            _table(["set", "shifted blocks", "matched", "shifted only", "multiple"],
+                   [[s, a(s, "blocks"), a(s, "matched"), _pct(a(s, "shifted_only_rate")),
+                     _pct(a(s, "multiple_rate"))] for s in R.sets + ["all"]])]
+
+
+def table6(R: Results) -> list[str]:
+    rules = [(r, l) for r, l in (("fixed-offset", "shifted-fixed"), ("earliest", "reanchor"),
+                                 ("random", "reanchor-random"), ("longest prefix", "reanchor-latest"),
+                                 ("all sites", "reanchor-all")) if l in R.labels]
+    if len(rules) < 2:
+        return []
+    return ["\n## Table 6: attachment rule (mean over sets)\n",
+            _table(["rule", "tau", "speedup"],
+                   [[r, _f(R.mean(l, "tau")), _f(R.mean(l, "speedup_vs_ar")) + "x"] for r, l in rules])]
+
+
+def table8(R: Results) -> list[str]:
+    if "reanchor-all" not in R.labels:
+        return []
+    w = lambda s, k: R.stat(s, "reanchor-all", "earliest_win", k)  # noqa: E731
+    return ["\n## Table 8: earliest-site win rate (rule `all`)\n",
+            "Groups with several matching sites (and, in brackets, every eligible group).\n",
+            _table(["set", "groups", "earliest wins", "win rate"],
+                   [[s, f"{w(s, 'groups')} ({w(s, 'groups_all')})", f"{w(s, 'wins')} ({w(s, 'wins_all')})",
+                     f"{_pct(w(s, 'rate'))} ({_pct(w(s, 'rate_all'))})"] for s in R.sets + ["all"]])]
+
+
+def table1_figure2(R: Results, out: Path) -> list[str]:
+    base = R.first("dflash", "reanchor")
+    if not base:
+        return []
+    p = lambda s, k: R.stat(s, base, "post_rejection_agreement", k)  # noqa: E731
+    shown = R.having("dflash", "reanchor")
+    figure = write_figure(R.an, R.sets, shown, out)
+    md = [f"\n## Table 1: post-rejection agreement (`{base}` runs)\n",
+          _table(["set", "drafts after the first rejection", "equal to target top-1", "agreement"],
+                 [[s, p(s, "total"), p(s, "agree"), _pct(p(s, "rate"))] for s in R.sets + ["all"]]),
+          "\n## Figure 2: acceptance length (bonus included) and full-block share\n",
+          f"Histogram: [{figure}]({figure}).\n",
+          _table(["set"] + [f"{l} full-block share" for l in shown],
+                 [[s] + [_pct(R.stat(s, l, "full_block_share")) for l in shown] for s in R.sets + ["all"]])]
+    if "reanchor" in R.labels:
+        gain = R.stat("all", "reanchor", "gain_by_offset") or {}
+        md += ["\nReAnchor's extra accepted drafts over the baseline alone, per credited offset d "
+               "(pooled over sets):\n",
+               _table(["extra drafts", "in block", "beyond the block", "per round", "by d"],
+                      [[gain.get("extra"), gain.get("in_block"), gain.get("beyond"), _f(gain.get("extra_per_round")),
+                        ", ".join(f"{d}: {n}" for d, n in gain.get("by_d", {}).items())]])]
+    return md
+
+
+def budget_tables(R: Results) -> list[str]:
+    md = []
+    if "reanchor-auto" in R.labels:
+        cmp = R.having("dflash", "reanchor", "reanchor-auto")
+        z = lambda l, k, fmt="{:.1f}": _f(R.stat("all", l, "sizes", k), fmt)  # noqa: E731
+        md += ["\n## Cost budget: ReAnchor unbounded (paper) vs auto (cost model)\n",
+               _table(["set"] + [f"{l} tau / tok/s / speedup" for l in cmp],
+                      [[s] + [f"{_f(R.get(s, l, 'tau'))} / {_f(R.get(s, l, 'tokens_per_s'), '{:.1f}')} / "
+                              f"{_f(R.get(s, l, 'speedup_vs_ar'))}x" for l in cmp] for s in R.sets]),
+               "\nWork per round (pooled over sets): shifted blocks drafted of those available, "
+               "trie nodes verified, draft and verify time.\n",
+               _table(["mode", "shifted drafted / available", "trie nodes", "draft ms", "verify ms"],
+                      [[l, f"{z(l, 'shifted_drafted', '{:.2f}')} / {z(l, 'shifted_available', '{:.2f}')}",
+                        z(l, "trie_nodes"), z(l, "draft_ms"), z(l, "verify_ms")] for l in cmp])]
+    cost = R.cost
+    if cost:
+        md += [f"\n### Measured cost on this hardware ({cost['device']}, context {cost['context']} tokens)\n",
+               _table(["trie nodes N", "verify ms"], [[n, _f(ms)] for n, ms in cost["verify"].items()]),
+               "\n" + _table(["drafted blocks n", "draft ms"], [[n, _f(ms)] for n, ms in cost["draft"].items()])]
+    return md
+
+
+def write_report(results: dict, out: Path) -> str:
+    R = Results(results)
+    md = (header(R) + table2(R) + tables_4_7(R) + table5(R) + table6(R) + table8(R) + table1_figure2(R, out)
+          + budget_tables(R))
+    if R.cfg.get("skipped"):
+        md += [f"\nSkipped prompts: {len(R.cfg['skipped'])} ({R.cfg['skipped'][0]['error']}...)"]
+    text = "\n".join(md) + "\n"
+    (out / "report.md").write_text(text, encoding="utf-8")
+    return text
+
+
+def write_figure(an: dict, sets: list[str], labels: list[str], out: Path) -> str:
+    """Figure 2 as a self-contained HTML file (plotly.js embedded, no CDN)."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    shown = sets + ["all"]
+    fig = make_subplots(rows=1, cols=len(shown), subplot_titles=[
+        f"{s}<br>full block: " + ", ".join(f"{l} {_pct(an[s][l]['full_block_share'])}" for l in labels)
+        for s in shown])
+    for j, s in enumerate(shown, 1):
+        for i, l in enumerate(labels):
+            h = an[s][l]["acceptance_histogram"]
+            n = sum(h.values()) or 1
+            fig.add_trace(go.Bar(x=[int(k) for k in h], y=[v / n for v in h.values()], name=l,
+                                 legendgroup=l, showlegend=j == 1,
+                                 marker_color=["#636efa", "#ef553b"][i % 2]), row=1, col=j)
+        fig.update_xaxes(title_text="acceptance length", row=1, col=j)
+    fig.update_yaxes(title_text="share of rounds", row=1, col=1)
+    fig.update_layout(title="Acceptance-length distribution", barmode="group",
+                      width=max(500, 380 * len(shown)), height=420)
+    name = "fig2_acceptance.html"
+    fig.write_html(out / name, include_plotlyjs=True, full_html=True)
+    return name

@@ -1,0 +1,49 @@
+"""What a run is asked to do (DecodeConfig) and its check; the words come from engine.options."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from ..errors import InputError
+from ..options import MAX_NEW_TOKENS, MODES, RULES, parse_max_shifted, to_int
+
+
+@dataclass
+class DecodeConfig:
+    mode: str = "reanchor"
+    rule: str = "earliest"
+    temperature: float = 0.0
+    seed: int = 0
+    max_new_tokens: int = 128
+    max_shifted: int | str | None = None   # cap on shifted blocks per round; "auto": the cost budget
+    max_trie_nodes: int | None = None      # cap on verified nodes per round
+    argmax_drafts: bool = False            # at T>0 draft by argmax instead of sampling
+    ignore_eos: bool = False               # run to max_new_tokens (fixed-length benchmarks)
+    block_size: int | None = None          # default: the drafter's trained block size
+
+
+def validate(cfg: DecodeConfig, drafter_block_size: int | None) -> DecodeConfig:
+    """Check every field; return a normalised copy or raise InputError naming the first bad one.
+    `drafter_block_size`: the loaded drafter's (None: no drafter)."""
+    if cfg.mode not in MODES:
+        raise InputError("mode", f"unknown mode {cfg.mode!r} (one of {', '.join(MODES)})")
+    if cfg.rule not in RULES:
+        raise InputError("rule", f"unknown rule {cfg.rule!r} (one of {', '.join(RULES)})")
+    try:
+        t = float(cfg.temperature)
+    except (TypeError, ValueError):
+        raise InputError("temperature", f"{cfg.temperature!r} is not a number") from None
+    if not t >= 0 or t == float("inf"):
+        raise InputError("temperature", f"must be a finite number >= 0, got {cfg.temperature!r}")
+    seed = to_int(cfg.seed, "seed")
+    n = to_int(cfg.max_new_tokens, "max_new_tokens", lo=1)
+    if n > MAX_NEW_TOKENS:
+        raise InputError("max_new_tokens", f"{n} is absurd (at most {MAX_NEW_TOKENS})")
+    k = parse_max_shifted(cfg.max_shifted)
+    nodes = None if cfg.max_trie_nodes is None else to_int(cfg.max_trie_nodes, "max_trie_nodes", lo=1)
+    B = cfg.block_size
+    if cfg.mode != "ar":
+        if drafter_block_size is None:
+            raise InputError("drafter", f"mode {cfg.mode!r} needs a drafter")
+        B = to_int(B if B is not None else drafter_block_size, "block_size", lo=2)
+    return DecodeConfig(**{**asdict(cfg), "temperature": t, "seed": seed, "max_new_tokens": n,
+                           "max_shifted": k, "max_trie_nodes": nodes, "block_size": B})

@@ -1,0 +1,123 @@
+"""One decoding round as a function of (state, config): ALGORITHM.md sections 1-4.
+
+    draft    g(0) = D(F[<s], [x_s, MASK..]) at s..s+L-1, and g(d) = D(F[<s] ++ R[<d], [a_d, MASK..])
+             at s+d..s+d+L-1 for every retained offset d: one batched drafter call
+    attach   g(d) joins g(0) where g(0)[t] == g(d)[0]: path g(0)[..t] ++ g(d)[1..] (attach.py)
+    verify   all trie nodes in one target call, node at depth k at position s+k (tree mask)
+    accept   walk from the root along the child carrying the target's token y (trie.accept);
+             a = accepted drafts, the last y is the bonus and the next anchor, s' = s+a+1
+    retain   the first path through the accepted chain: its nodes past the chain keep their
+             features R' and the target's token after each, a'_d, for the next round's g(d)
+
+The model calls are the Engine's; everything else is pure bookkeeping over token lists.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+import torch
+
+from ..attach import proposal
+from ..trace import round_record
+from ..trie import accept, retained_path
+from .kv import ContextKV
+
+if TYPE_CHECKING:
+    from .engine import Engine
+
+
+@dataclass
+class State:
+    """What a round needs from the rounds before it (ALGORITHM.md "State between rounds").
+
+    `cache` (target K/V, positions < s) and `ctx` (drafter context K/V) are updated in place by the
+    model calls; every other field is replaced by the round that follows."""
+    x: list[int]                  # committed tokens, prompt included; x[-1] is the anchor x[s]
+    cache: object
+    ctx: ContextKV
+    ctx_new: torch.Tensor         # committed features not yet in ctx (the drafter's next context rows)
+    R: torch.Tensor               # retained features of the rejected suffix: positions s .. s+m-1
+    a_d: list[int]                # the target's token after each retained node: g(d)'s anchor
+    gen: torch.Generator          # target and draft sampling
+    rng: random.Random            # the "random" attachment rule
+    done: bool = False
+
+
+@dataclass(frozen=True)
+class RoundConfig:
+    """The per-run constants a round reads (DecodeConfig resolved against the models)."""
+    mode: str
+    rule: str
+    temperature: float
+    argmax_drafts: bool
+    block_size: int               # B (1 for ar: no drafts)
+    max_len: int                  # prompt + max_new_tokens
+    stops: frozenset
+    max_shifted: int | None
+    max_trie_nodes: int | None
+    budget: object = None         # engine.decode.cost.Budget or None: picks (k, nodes) per round
+
+
+def start(eng: Engine, prompt_ids: list[int], rc: RoundConfig, seed: int) -> tuple[int, State]:
+    """Prefill the prompt: (the first generated token, the state before round 0)."""
+    gen = torch.Generator(device=eng.models.device).manual_seed(seed)
+    logits, feats, cache = eng.prefill(prompt_ids)
+    first = eng.pick(logits[-1], rc.temperature, gen)
+    done = first in rc.stops or rc.max_len - len(prompt_ids) <= 1
+    return first, State(list(prompt_ids) + [first], cache, ContextKV(), feats, feats[:0], [], gen,
+                        random.Random(seed), done)
+
+
+def decode_round(eng: Engine, st: State, rc: RoundConfig, index: int) -> tuple[dict, State]:
+    """Round `index` from state `st`: (its record, the next state)."""
+    t0 = eng.sync_time()
+    s = len(st.x) - 1
+    L = min(rc.block_size, rc.max_len - s)             # the last blocks shrink to max_new_tokens
+    offsets = list(range(1, len(st.a_d) + 1)) if rc.mode != "dflash" and L >= 2 else []
+    k_cap, node_cap = rc.budget.pick(len(offsets)) if rc.budget else (rc.max_shifted, rc.max_trie_nodes)
+    offsets = offsets[:k_cap] if isinstance(k_cap, int) else offsets
+
+    draft_ms = 0.0
+    if L >= 2:  # 1. draft: the baseline and every g(d) in one call
+        anchors = [st.x[s]] + [st.a_d[d - 1] for d in offsets]
+        blocks = eng.draft(st.ctx, st.ctx_new, st.R[: len(offsets)], anchors, s, L, rc.temperature,
+                           st.gen, rc.argmax_drafts)
+        draft_ms = (eng.sync_time() - t0) * 1e3
+        baseline, shifted = blocks[0], dict(zip(offsets, blocks[1:]))
+    else:
+        baseline, shifted = [st.x[s]], {}
+    # 2. attach and merge; never verify past max_new_tokens: depth k predicts position s+k+1
+    paths, info, trie = proposal(baseline, shifted, rc.mode, rc.rule, st.rng, rc.max_len - s - 1, node_cap)
+
+    tv = eng.sync_time()  # 3. verify every node in one target call
+    logits, feats = eng.verify(trie, s, st.cache)
+    verify_ms = (eng.sync_time() - tv) * 1e3
+    top1 = logits.argmax(-1).tolist()
+    sampled: dict[int, int] = {}
+
+    def target_token(node: int) -> int:  # y at a node: argmax, or one sample per node at T > 0
+        if node not in sampled:
+            sampled[node] = top1[node] if rc.temperature == 0 else eng.pick(logits[node], rc.temperature, st.gen)
+        return sampled[node]
+
+    chain, bonus = accept(trie, target_token)  # 4. accept, keep only the accepted nodes' K/V
+    eng.compact(st.cache, s, chain)
+    new, done = commit([trie.tokens[n] for n in chain[1:]] + [bonus], rc, len(st.x))
+
+    # 5. retain: the first path through the accepted chain, its nodes past the chain
+    rest = trie.path_nodes[retained_path(trie, chain)][len(chain):]
+    a_d = [target_token(n) for n in rest]
+    rec = round_record(index, s, L, baseline, shifted, info, paths, trie, chain, bonus, new, top1,
+                       len(rest), draft_ms, verify_ms, (eng.sync_time() - t0) * 1e3)
+    return rec, replace(st, x=st.x + new, ctx_new=feats[chain], R=feats[rest], a_d=a_d, done=done)
+
+
+def commit(new: list[int], rc: RoundConfig, committed: int) -> tuple[list[int], bool]:
+    """The round's tokens cut at max_new_tokens and after a stop token; (tokens, run done)."""
+    new = new[: rc.max_len - committed]
+    for i, tok in enumerate(new):
+        if tok in rc.stops:
+            return new[: i + 1], True
+    return new, committed + len(new) >= rc.max_len

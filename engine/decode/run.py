@@ -1,0 +1,65 @@
+"""A run: the prefill, then rounds (round.decode_round) until a stop token, max_new_tokens or stop()."""
+from __future__ import annotations
+
+import threading
+
+import torch
+
+from ..trace import make_trace, run_stats
+from .config import DecodeConfig
+from .round import RoundConfig, decode_round, start
+
+
+class Run:
+    """One generation: iterate to get round records as they are verified; `.result` at the end."""
+
+    def __init__(self, engine, prompt_ids: list[int], cfg: DecodeConfig, budget=None):
+        self.engine, self.prompt_ids, self.cfg = engine, list(prompt_ids), cfg
+        self.rounds: list[dict] = []
+        self.output_ids: list[int] = []
+        self.result: dict | None = None
+        speculative = cfg.mode != "ar"
+        self.round_config = RoundConfig(
+            mode=cfg.mode, rule=cfg.rule, temperature=cfg.temperature, argmax_drafts=cfg.argmax_drafts,
+            block_size=cfg.block_size if speculative else 1, max_len=len(prompt_ids) + cfg.max_new_tokens,
+            stops=frozenset() if cfg.ignore_eos else frozenset(engine.stop_ids),
+            max_shifted=cfg.max_shifted if cfg.max_shifted != "auto" else None,
+            max_trie_nodes=cfg.max_trie_nodes,
+            budget=budget if cfg.max_shifted == "auto" and cfg.mode not in ("ar", "dflash") else None)
+        self._stop = threading.Event()
+        self._gen = self._loop()
+
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> dict:
+        return next(self._gen)
+
+    def stop(self) -> None:
+        """End the run at the next round boundary (thread-safe)."""
+        self._stop.set()
+
+    def finish(self) -> dict:
+        for _ in self:
+            pass
+        return self.result
+
+    def trace(self) -> dict:
+        return make_trace(self)
+
+    @torch.inference_mode()
+    def _loop(self):
+        eng, rc = self.engine, self.round_config
+        t0 = eng.sync_time()
+        first, state = start(eng, self.prompt_ids, rc, self.cfg.seed)
+        self.output_ids = [first]
+        while not state.done and not self._stop.is_set():
+            rec, state = decode_round(eng, state, rc, len(self.rounds))
+            self.output_ids += rec["new_tokens"]
+            self.rounds.append(rec)
+            if rc.budget:
+                rc.budget.observe(rec)
+            yield rec
+        self.result = {"output_ids": self.output_ids, "text": eng.decode(self.output_ids),
+                       "stopped": self._stop.is_set(),
+                       "stats": run_stats(self.rounds, len(self.output_ids), eng.sync_time() - t0)}

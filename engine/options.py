@@ -1,0 +1,85 @@
+"""The engine's vocabulary and option parsing, in one place for the CLI, the benchmark and the app.
+
+Every parser raises InputError(field, message) naming the option, so each front end words the error
+its own way (exit 2 on the command line, a toast in the app).
+"""
+from __future__ import annotations
+
+import argparse
+
+from .errors import InputError
+
+MODES = ("ar", "dflash", "shifted-fixed", "reanchor", "in-block", "extension")
+RULES = ("earliest", "fixed", "random", "latest", "all")
+# Shifted blocks per round, as the app offers them: every available offset (the paper), the cost
+# model's budget for this hardware ("auto"), or at most N.
+SHIFTED_WORDS = ("all", "auto")
+MAX_NEW_TOKENS = 16384
+
+
+def to_int(value, field: str, lo: int | None = None, hi: int | None = None) -> int:
+    """A whole number (3, 3.0, "3") within [lo, hi]; bools and fractions are refused."""
+    if isinstance(value, bool):
+        raise InputError(field, f"{value!r} is not a whole number")
+    if isinstance(value, int):
+        v = value
+    else:
+        try:
+            f = float(value)
+            if f != int(f):
+                raise ValueError
+            v = int(f)
+        except (TypeError, ValueError, OverflowError):
+            raise InputError(field, f"{value!r} is not a whole number") from None
+    if lo is not None and v < lo:
+        raise InputError(field, f"must be at least {lo}, got {v}")
+    if hi is not None and v > hi:
+        raise InputError(field, f"must be at most {hi}, got {v}")
+    return v
+
+
+def parse_max_shifted(value) -> int | str | None:
+    """Shifted blocks per round: unset / "all" / "none" -> None (every offset), "auto" -> the cost
+    budget, a whole number >= 0 -> that cap. The same words everywhere."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        v = value.strip().lower()
+        if v in ("", "all", "none"):
+            return None
+        if v == "auto":
+            return "auto"
+        try:
+            return to_int(v, "max_shifted", lo=0)
+        except InputError:
+            raise InputError("max_shifted", f"{value!r} is not a whole number, 'all' or 'auto'") from None
+    return to_int(value, "max_shifted", lo=0)
+
+
+def parse_csv(value: str | None, allowed: tuple, field: str) -> list[str]:
+    """A comma list of names from `allowed` (duplicates dropped, order kept)."""
+    items = [v.strip() for v in (value or "").split(",") if v.strip()]
+    bad = [v for v in items if v not in allowed]
+    if bad:
+        raise InputError(field, f"unknown {', '.join(bad)} (choose from {', '.join(allowed)})")
+    return list(dict.fromkeys(items))
+
+
+# -- model loading flags (generate, bench) -------------------------------------------------------
+
+def add_model_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--target", default=None, help="'embedded' (default), a folder or a hub id")
+    p.add_argument("--drafter", default=None, help="'default', 'random', a folder or a hub id")
+    p.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
+    p.add_argument("--dtype", default="auto", help="target dtype (auto: fp32 on CPU, bf16 on CUDA)")
+    p.add_argument("--draft-dtype", default="auto", help="drafter dtype (auto: as the target)")
+    p.add_argument("--trust-remote-code", action="store_true",
+                   help="let transformers run a hub model's own code (off by default)")
+
+
+def models_from_args(a: argparse.Namespace, drafter: str | None = None):
+    """load_models with the flags of add_model_args (`drafter` overrides --drafter)."""
+    from .models import load_models
+
+    return load_models(a.target, drafter if drafter is not None else a.drafter, a.device, a.dtype,
+                       a.trust_remote_code, a.draft_dtype)

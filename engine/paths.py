@@ -1,0 +1,25 @@
+"""Where the project's files live: every path root is defined here once."""
+from __future__ import annotations
+
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+ASSETS = REPO / "assets"
+DRAFTERS = ASSETS / "drafters"
+TRACES = ASSETS / "traces"
+PROMPTS = ASSETS / "prompts"
+# the shipped drafters for the embedded target, the first one present is the default
+DEFAULT_DRAFTER_DIRS = [DRAFTERS / "smollm2-135m-dflash-b16", DRAFTERS / "smollm2-135m-dflash-b8"]
+
+
+def package_dir(module: str) -> Path | None:
+    """An installed package's folder without importing it (importing some pulls in heavy modules)."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(list(spec.submodule_search_locations)[0])

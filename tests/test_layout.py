@@ -1,0 +1,79 @@
+"""The project's layout (engine/CONTRACT.md): no module imports in a circle, not even through an import
+inside a function, and the pure core reads traces without torch."""
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import networkx as nx
+
+ROOT = Path(__file__).resolve().parent.parent
+CORE = ("engine.options", "engine.errors", "engine.paths", "engine.attach", "engine.trie", "engine.trace",
+        "engine.analyses")
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports_of(path: Path, known: set[str]) -> set[str]:
+    """Project modules a file imports anywhere (module level or inside functions); `if TYPE_CHECKING:`
+    blocks excluded (they never run)."""
+    name = module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    skip = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If)
+            and getattr(node.test, "id", getattr(node.test, "attr", "")) == "TYPE_CHECKING"
+            for n in ast.walk(node)}
+    out = set()
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                pkg = package.split(".")
+                base = ".".join(pkg[: len(pkg) - node.level + 1] + ([base] if base else []))
+            targets = [base] + [f"{base}.{a.name}" for a in node.names]
+        else:
+            continue
+        for t in targets:
+            while t and t not in known:  # engine.decode.cost.budget_for -> engine.decode.cost
+                t = t.rpartition(".")[0]
+            if t and t != name:
+                out.add(t)
+    return out
+
+
+def import_graph() -> nx.DiGraph:
+    files = [p for d in ("engine", "app") for p in (ROOT / d).rglob("*.py")]
+    known = {module_name(p) for p in files}
+    g = nx.DiGraph()
+    for p in files:
+        g.add_node(module_name(p))
+        g.add_edges_from((module_name(p), m) for m in imports_of(p, known))
+    return g
+
+
+def test_no_import_circle():
+    g = import_graph()
+    assert g.number_of_edges() > 50, "the graph misses the imports: the test would prove nothing"
+    # a package's __init__ importing its own modules is how packages work, not a circle
+    g.remove_edges_from([(a, b) for a, b in list(g.edges) if b.startswith(a + ".")])
+    cycles = list(nx.simple_cycles(g))
+    assert not cycles, f"import circles: {cycles[:5]}"
+
+
+def test_the_core_needs_no_torch():
+    code = ("import sys\nimport " + ", ".join(CORE) + "\n"
+            "from engine.trace import load_trace\n"
+            "import glob\n[load_trace(p) for p in glob.glob('assets/traces/*.json')]\n"
+            "print('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False"
