@@ -12,6 +12,7 @@ from ..errors import InputError
 from ..models import Models, chat_ids, stop_token_ids
 from ..trie import Trie, build_trie
 from .config import DecodeConfig, validate
+from .drafting import Drafts, propose
 from .kv import ContextKV
 from .run import Run
 
@@ -140,11 +141,12 @@ class Engine:
             layer.values = layer.values.index_select(-2, idx)
 
     def draft(self, ctx: ContextKV, ctx_new, R, anchors: list[int], s: int, L: int, T: float,
-              gen, argmax: bool) -> list[list[int]]:
+              gen, argmax: bool) -> Drafts:
         """One drafter forward for the baseline (row 0) and shifted blocks g(d) (row d).
 
         Row d's context is the cached F[<s-c], the new committed features F[s-c..s-1] and R[0..d-1];
-        its block [a_d, MASK...] sits at positions s+d .. s+d+L-1.
+        its block [a_d, MASK...] sits at positions s+d .. s+d+L-1. The tokens are picked by the
+        drafter's own rule (drafting.propose).
         """
         m = self.models
         dev = m.device
@@ -168,17 +170,9 @@ class Engine:
         out = m.drafter(target_hidden=hidden, noise_embedding=noise, position_ids=pos,
                         attention_mask=mask, past_key_values=ctx, use_cache=True)[:, 1:]
         out = out.contiguous()  # a strided bf16 input sends the vocab projection down a 60x slower path
-        if hasattr(m.drafter, "propose"):  # DFlash 2: candidate selector over the top-k
-            toks = m.drafter.propose(out, block[:, 0], self.draft_head, 0.0 if argmax else T)[0]
-        else:
-            logits = m.drafter.compute_logits(out, self.draft_head).float()
-            if T > 0 and not argmax:
-                probs = torch.softmax(logits / T, -1)
-                toks = torch.multinomial(probs.view(-1, probs.shape[-1]), 1, generator=gen).view(n, -1)
-            else:
-                toks = logits.argmax(-1)
+        toks, logits, probs = propose(m.drafter, out, block[:, 0], self.draft_head, T, gen, argmax)
         block[:, 1:] = toks
-        return block.tolist()
+        return Drafts(block.tolist(), logits, probs)
 
     def pick(self, logits: torch.Tensor, T: float, gen) -> int:
         """The target's token: argmax at T=0, else one sample at temperature T."""

@@ -82,10 +82,10 @@ def decode_round(eng: Engine, st: State, rc: RoundConfig, index: int) -> tuple[d
     draft_ms = 0.0
     if L >= 2:  # 1. draft: the baseline and every g(d) in one call
         anchors = [st.x[s]] + [st.a_d[d - 1] for d in offsets]
-        blocks = eng.draft(st.ctx, st.ctx_new, st.R[: len(offsets)], anchors, s, L, rc.temperature,
+        drafts = eng.draft(st.ctx, st.ctx_new, st.R[: len(offsets)], anchors, s, L, rc.temperature,
                            st.gen, rc.argmax_drafts)
         draft_ms = (eng.sync_time() - t0) * 1e3
-        baseline, shifted = blocks[0], dict(zip(offsets, blocks[1:]))
+        baseline, shifted = drafts.tokens[0], dict(zip(offsets, drafts.tokens[1:]))
     else:
         baseline, shifted = [st.x[s]], {}
     # 2. attach and merge; never verify past max_new_tokens: depth k predicts position s+k+1
