@@ -45,8 +45,8 @@ class Callbacks:
     def begin(self, st, inputs: tuple, label: str):
         """Check the controls, refuse a second run in the session, start one: (state, engine, run, ids, config)."""
         st = _state(st)
-        p, m, r, t, s, n, k = parse_inputs(*inputs)
-        engine = engine_or_error(self.loader)
+        p, m, r, t, s, n, k = parse_inputs(*inputs[:-1])
+        engine = engine_or_error(self.loader, inputs[-1])
         if st.get("run") is not None:
             raise bad_input(f"{label}: a run is already in progress in this session; press Stop first")
         run, ids = start_run(engine, p, m, r, t, s, n, k)
@@ -69,9 +69,9 @@ class Callbacks:
                 views.slider(live, i if st.get("follow") else None), cap_out, fig_out, tl_out,
                 gr.update(interactive=False), skip, skip, skip)
 
-    def on_run(self, prompt_v, mode_v, rule_v, temp_v, seed_v, max_v, shifted_v, st):
+    def on_run(self, prompt_v, mode_v, rule_v, temp_v, seed_v, max_v, shifted_v, drafter_v, st):
         st, engine, run, ids, config = self.begin(
-            st, (prompt_v, mode_v, rule_v, temp_v, seed_v, max_v, shifted_v), "Run")
+            st, (prompt_v, mode_v, rule_v, temp_v, seed_v, max_v, shifted_v, drafter_v), "Run")
         st["follow"] = True if st.get("follow") is None else st["follow"]
         skip, live = gr.skip(), None
         clock = {"text": 0.0, "fig": 0.0, "tl": 0.0}
@@ -105,9 +105,9 @@ class Callbacks:
             st["stopping"] = True
             st["run"].stop()
 
-    def on_compare(self, prompt_v, mode_v, rule_v, temp_v, seed_v, max_v, shifted_v, st):
+    def on_compare(self, prompt_v, mode_v, rule_v, temp_v, seed_v, max_v, shifted_v, drafter_v, st):
         st, engine, run, ids, config = self.begin(
-            st, (prompt_v, mode_v, rule_v, temp_v, seed_v, max_v, shifted_v), "Run comparison")
+            st, (prompt_v, mode_v, rule_v, temp_v, seed_v, max_v, shifted_v, drafter_v), "Run comparison")
         last, skip = 0.0, gr.skip()
         try:
             for live, _ in stream_run(engine, run, ids, config):

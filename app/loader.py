@@ -1,23 +1,32 @@
-"""Loading the models in a background thread, so the UI is up (and shows progress) meanwhile."""
+"""Loading the models in a background thread, so the UI is up (and shows progress) meanwhile.
+
+One target is shared by every drafter: the drafter given at start (--drafter) loads with it, and each
+other drafter of the Drafter menu (the shipped ones, for the embedded target) gets its own Engine over
+the same target the first time a run asks for it."""
 from __future__ import annotations
 
 import threading
 import time
 import traceback
+from dataclasses import replace
+
+from engine.paths import shipped_drafters
 
 
 class ModelLoader:
-    """Holds the shared, read-only Engine once loaded; no per-run state lives here."""
+    """Holds the shared, read-only Engines once loaded; no per-run state lives here."""
 
     def __init__(self, args, enabled: bool = True):
         """`args`: the model flags of engine.options.add_model_args."""
         self.args = args
         self.enabled = enabled
-        self.engine = None
+        self.engine = None               # the Engine of the drafter given at start
+        self.engines: dict[str, object] = {}
         self.error: str | None = None
         self.started = None
         self.loaded_s: float | None = None
         self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
 
     def start(self) -> "ModelLoader":
         if self.enabled and self._thread is None:
@@ -32,11 +41,51 @@ class ModelLoader:
             from engine.options import models_from_args
 
             self.engine = Engine(models_from_args(self.args))
+            self.engines[self.default_drafter()] = self.engine
             self.loaded_s = time.monotonic() - self.started
         except Exception as e:  # InputError (bad --target / --drafter) and anything else
             self.error = str(e).splitlines()[0] if str(e) else type(e).__name__
             traceback.print_exc()
 
+    # -- drafters ---------------------------------------------------------------------------------
+    def drafter_choices(self) -> dict[str, str]:
+        """Menu label -> what load_drafter reads: the drafter given at start, then (for the embedded target,
+        which they are trained for) every shipped drafter."""
+        given = self.args.drafter or "default"
+        choices = {} if given == "default" else {given: given}
+        if (self.args.target or "embedded") == "embedded":
+            choices |= {d.name: str(d) for d in shipped_drafters()}
+        if not choices:
+            choices[given] = given
+        return choices
+
+    def default_drafter(self) -> str:
+        """The menu label of the drafter loaded at start."""
+        given = self.args.drafter or "default"
+        return given if given != "default" else next(iter(self.drafter_choices()))
+
+    def engine_for(self, label: str | None):
+        """The Engine drafting with `label`'s drafter over the shared target, loaded on first use (raises
+        engine.errors.InputError for a label not in the menu or a drafter that does not fit the target)."""
+        from engine.errors import InputError
+
+        label = label or self.default_drafter()
+        with self._lock:
+            if label in self.engines:
+                return self.engines[label]
+            choices = self.drafter_choices()
+            if label not in choices:
+                raise InputError("drafter", f"unknown drafter {label!r} (one of {', '.join(choices)})")
+            from engine.decode import Engine
+            from engine.models import load_drafter
+
+            m = self.engine.models
+            drafter, name = load_drafter(choices[label], m.target, m.device, next(
+                m.drafter.parameters()).dtype if m.drafter is not None else m.dtype, m.target_name)
+            self.engines[label] = Engine(replace(m, drafter=drafter, drafter_name=name))
+            return self.engines[label]
+
+    # -- status -----------------------------------------------------------------------------------
     def wait(self, timeout: float | None = None) -> bool:
         if self._thread is not None:
             self._thread.join(timeout)
@@ -58,7 +107,8 @@ class ModelLoader:
         if self.ready:
             m = self.engine.models
             return (f"ready: target {m.target_name}, drafter {m.drafter_name}, {m.device}, "
-                    f"{str(m.dtype).replace('torch.', '')} (loaded in {self.loaded_s:.1f} s)")
+                    f"{str(m.dtype).replace('torch.', '')} (loaded in {self.loaded_s:.1f} s; other drafters "
+                    "of the menu load on their first run)")
         t = time.monotonic() - self.started if self.started else 0.0
         return (f"loading models… {t:.0f} s (the first start de-quantises the embedded model, ~25 s); "
                 "example traces can be explored meanwhile")

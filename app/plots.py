@@ -56,9 +56,13 @@ def _path_label(rec: dict, i: int) -> str:
 # ---------------------------------------------------------------- round figure: alignment grid + trie
 
 def _grid_rows(rec: dict) -> list[dict]:
-    """Rows of the alignment grid: the baseline, then every shifted block at its placement."""
+    """Rows of the alignment grid: the baseline, then every shifted block at its placement. `backbone`: where a
+    sequential head (Domino, DSpark) changed the backbone's token, {block index j: the backbone's token}."""
+    own: dict[int, dict[int, int]] = {}
+    for b in rec.get("backbone") or []:
+        own.setdefault(b["d"], {})[b["j"]] = b["token"]
     rows = [{"label": "g(0)", "tokens": list(rec["baseline"]), "start": 0, "kind": "baseline", "d": 0,
-             "sites": [], "chosen": None, "attached": []}]
+             "sites": [], "chosen": None, "attached": [], "backbone": own.get(0, {})}]
     for s in rec.get("shifted", []):
         d = int(s["d"])
         chosen = s.get("chosen")
@@ -72,7 +76,8 @@ def _grid_rows(rec: dict) -> list[dict]:
             label = f"g({d}) @{chosen}"
         rows.append({"label": label, "tokens": list(s["tokens"]), "start": start,
                      "kind": "shifted" if chosen is not None else "discarded", "d": d,
-                     "sites": [int(t) for t in s.get("sites", [])], "chosen": chosen, "attached": attached})
+                     "sites": [int(t) for t in s.get("sites", [])], "chosen": chosen, "attached": attached,
+                     "backbone": own.get(d, {})})
     return rows
 
 
@@ -133,6 +138,8 @@ def _grid_traces(rows: list[dict], xs: list[int], token_texts: dict) -> list[dic
                     tr[k] = cell
                 if not labelled or cell.endswith("…"):
                     fr[k] = tok_full(token_texts, tok)
+                if j in r["backbone"]:  # the head corrected this draft: show what the backbone drafted
+                    fr[k] += f" (head-corrected; the backbone drafted {tok_full(token_texts, r['backbone'][j])})"
         z.append(zr)
         text.append(tr)
         full.append(fr)

@@ -53,9 +53,13 @@ def parse_inputs(prompt, mode, rule, temperature, seed, max_new, shifted="all"):
     return prompt, mode, rule, t, s, n, k
 
 
-def engine_or_error(loader):
+def engine_or_error(loader, drafter: str | None = None):
+    """The Engine of the chosen drafter (loaded on its first run), or a gr.Error naming the control."""
     if loader.ready:
-        return loader.engine
+        try:
+            return loader.engine_for(drafter)
+        except InputError as e:
+            raise field_error(e) from None
     if loader.error:
         raise bad_input(f"Model: loading failed ({loader.error}); restart the app with other --target/--drafter",
                         "Model")

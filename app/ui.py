@@ -26,7 +26,7 @@ SESSION_TTL_S = 6 * 3600
 
 # ---------------------------------------------------------------- layout
 
-def _controls(c: SimpleNamespace, trace_choices) -> None:
+def _controls(c: SimpleNamespace, trace_choices, loader) -> None:
     examples = example_prompts()
     c.prompt = gr.Textbox(label="Prompt", lines=4, max_lines=14, elem_id="rx-prompt",
                           placeholder="Type a prompt or pick an example below")
@@ -37,6 +37,10 @@ def _controls(c: SimpleNamespace, trace_choices) -> None:
         c.rule = gr.Dropdown(list(RULES), value="earliest", label="Attachment rule", elem_id="rx-rule")
         c.shifted = gr.Dropdown(SHIFTED_CHOICES, value="all", label="Shifted blocks", allow_custom_value=True,
                                 elem_id="rx-shifted", info="per round: all (paper), auto (cost budget) or at most N")
+    drafters = list(loader.drafter_choices()) if loader.enabled else []
+    c.drafter = gr.Dropdown(drafters, value=loader.default_drafter() if drafters else None, label="Drafter",
+                            elem_id="rx-drafter", info="DFlash and its variants (Domino, DSpark, Draft-OPD); "
+                            "each other drafter loads on its first run, over the same target")
     with gr.Row():
         c.temperature = gr.Number(value=0.0, label="Temperature", elem_id="rx-temperature")
         c.seed = gr.Number(value=0, label="Seed", precision=0, elem_id="rx-seed")
@@ -125,7 +129,7 @@ def layout(loader, trace_choices) -> SimpleNamespace:
     c.model_status = gr.Markdown(loader.status(), elem_classes=["rx-status"], elem_id="rx-model-status")
     with gr.Row():
         with gr.Column(scale=2, min_width=320):
-            _controls(c, trace_choices)
+            _controls(c, trace_choices, loader)
         with gr.Column(scale=3, min_width=420):
             _text_panel(c)
     _inspector(c, loader)
@@ -157,11 +161,12 @@ def _wire_navigation(c: SimpleNamespace, cb: Callbacks) -> None:
 
 
 def _wire_runs(c: SimpleNamespace, cb: Callbacks, view_out: list) -> None:
-    inputs = [c.prompt, c.mode, c.rule, c.temperature, c.seed, c.max_new, c.shifted, c.state]
+    inputs = [c.prompt, c.mode, c.rule, c.temperature, c.seed, c.max_new, c.shifted, c.drafter, c.state]
     model = dict(concurrency_limit=1, concurrency_id="model", show_progress="minimal")
     c.run_btn.click(cb.on_run, inputs, view_out, api_name="run", **model)
     c.stop_btn.click(cb.on_stop, [c.state], None, queue=False, show_progress="hidden", api_name="stop")
-    cmp_inputs = [c.prompt, c.cmp_mode, c.cmp_rule, c.temperature, c.seed, c.max_new, c.shifted, c.state]
+    cmp_inputs = [c.prompt, c.cmp_mode, c.cmp_rule, c.temperature, c.seed, c.max_new, c.shifted, c.drafter,
+                  c.state]
     c.cmp_btn.click(cb.on_compare, cmp_inputs,
                     [c.state, c.cmp_metrics, c.cmp_timeline, c.cmp_a_metrics, c.cmp_a_timeline, c.cmp_a_cf,
                      c.cmp_b_cf, c.cmp_json, c.metrics], api_name="compare", **model)

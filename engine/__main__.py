@@ -8,7 +8,7 @@ import sys
 from .bench.main import add_bench_args
 from .errors import InputError
 from .options import add_model_args, models_from_args, parse_max_shifted
-from .train.main import add_train_args
+from .train.cli import add_train_args
 
 
 def add_generate_args(sub) -> None:

@@ -12,6 +12,12 @@ PROMPTS = ASSETS / "prompts"
 DEFAULT_DRAFTER_DIRS = [DRAFTERS / "smollm2-135m-dflash-b16", DRAFTERS / "smollm2-135m-dflash-b8"]
 
 
+def shipped_drafters() -> list[Path]:
+    """Every drafter folder under assets/drafters (a config.json), the default ones first."""
+    found = sorted(d for d in DRAFTERS.glob("*") if (d / "config.json").is_file()) if DRAFTERS.is_dir() else []
+    return [d for d in DEFAULT_DRAFTER_DIRS if d in found] + [d for d in found if d not in DEFAULT_DRAFTER_DIRS]
+
+
 def package_dir(module: str) -> Path | None:
     """An installed package's folder without importing it (importing some pulls in heavy modules)."""
     import importlib.util

@@ -27,21 +27,31 @@ class TraceError(ValueError):
 
 def round_record(i: int, s: int, L: int, baseline: list[int], shifted: dict[int, list[int]], info: dict,
                  paths: list, trie, chain: list[int], bonus: int, new: list[int], top1: list[int], m: int,
-                 draft_ms: float, verify_ms: float, round_ms: float) -> dict:
-    """One round as the schema above (engine/CONTRACT.md) records it."""
-    return {
+                 draft_ms: float, verify_ms: float, round_ms: float, notes: dict | None = None) -> dict:
+    """One round as the schema above (engine/CONTRACT.md) records it. `notes` (drafters with a head):
+    "confidence" {row: [L-1 floats]} and "backbone" [{d, j, token}] (round.head_notes), both optional."""
+    notes = notes or {}
+    conf = notes.get("confidence")
+    rec = {
         "round": i, "anchor_pos": s, "anchor": baseline[0], "block_size": L,
         "baseline": baseline,
         "shifted": [{"d": d, "tokens": shifted[d], "sites": info[d]["sites"],
                      "chosen": info[d]["attached"][0] if info[d]["attached"] else None,
-                     "attached": info[d]["attached"]} for d in sorted(shifted)],
+                     "attached": info[d]["attached"]} | _conf(conf, d) for d in sorted(shifted)],
         "paths": [{"source": p.source, "site": p.site, "tokens": p.tokens} for p in paths],
         "trie": {"tokens": trie.tokens, "parents": trie.parents, "depths": trie.depths,
                  "provenance": trie.provenance},
         "accepted_nodes": chain, "accepted": len(chain) - 1, "bonus": bonus,
         "new_tokens": new, "target_top1": top1, "retained": m,
         "draft_ms": round(draft_ms, 3), "verify_ms": round(verify_ms, 3), "round_ms": round(round_ms, 3),
-    }
+    } | _conf(conf, 0)
+    if "backbone" in notes:
+        rec["backbone"] = notes["backbone"]
+    return rec
+
+
+def _conf(conf: dict | None, row: int) -> dict:
+    return {"confidence": [round(c, 4) for c in conf[row]]} if conf else {}
 
 
 def run_stats(rounds: list[dict], new_tokens: int | None = None, wall_s: float | None = None) -> dict:
@@ -67,6 +77,7 @@ def round_ids(rec: dict) -> set[int]:
     ids.update(rec["trie"]["tokens"])
     ids.update(rec.get("target_top1", []))
     ids.update(rec.get("new_tokens", []))
+    ids.update(b["token"] for b in rec.get("backbone", []))
     return {int(i) for i in ids}
 
 
@@ -157,7 +168,24 @@ def validate_trace(obj) -> dict:
         for j, p in enumerate(r["paths"]):
             _check(isinstance(p, dict) and isinstance(p.get("source"), int) and _ints(p.get("tokens")),
                    f"{w}.paths[{j}]", "needs source and tokens")
+        _check_head_notes(r, w)
     return obj
+
+
+def _check_head_notes(r: dict, w: str) -> None:
+    """The optional keys of drafters with a head: confidence per row, the backbone's own tokens."""
+    rows = {0: r["baseline"]} | {b["d"]: b["tokens"] for b in r["shifted"]}
+    for where, row in [(w, r)] + [(f"{w}.shifted[{j}]", b) for j, b in enumerate(r["shifted"])]:
+        c = row.get("confidence")
+        _check(c is None or (isinstance(c, list) and len(c) == len(row.get("baseline", row.get("tokens"))) - 1
+                             and all(isinstance(x, (int, float)) and 0 <= x <= 1 for x in c)),
+               f"{where}.confidence", "must be one probability per drafted position")
+    bb = r.get("backbone")
+    _check(bb is None or isinstance(bb, list), f"{w}.backbone", "must be a list")
+    for j, b in enumerate(bb or []):
+        ok = isinstance(b, dict) and _ints([b.get("d"), b.get("j"), b.get("token")]) and b["d"] in rows
+        _check(ok and 1 <= b["j"] < len(rows[b["d"]]), f"{w}.backbone[{j}]",
+               "needs d (a row of this round), j (a drafted position) and token")
 
 
 def save_trace(path: str | os.PathLike, trace: dict) -> None:

@@ -359,3 +359,14 @@ def test_replay_only_app_needs_no_model(replay_app):
         assert c.predict(api_name="/last_round")[1].startswith("Round ")
     with pytest.raises(AppError, match="Model"):
         c.predict(PROMPT, "reanchor", "earliest", 0, 0, 16, api_name="/run")
+
+
+def test_drafter_menu(app, tiny_dirs):
+    """The run takes the Drafter menu's choice (the drafter given at start here); Gradio refuses any other."""
+    c = client(app)
+    _, drafter = tiny_dirs
+    with pytest.raises(AppError, match="no-such-drafter is not in the list of choices"):
+        c.predict(PROMPT, "reanchor", "earliest", 0, 0, 16, "all", "no-such-drafter", api_name="/run")
+    assert c.predict(api_name="/model_status")[0].startswith("ready")  # still serving
+    result = c.predict(PROMPT, "reanchor", "earliest", 0, 0, 16, "all", str(drafter), api_name="/run")
+    assert json.loads(open(_export_path(app, result)).read())["config"]["drafter"] == str(drafter)

@@ -174,3 +174,30 @@ def test_cost_model_choices():
     # with free verification every block with a positive gain is drafted
     flat = Profile(8, [1, 64], [5, 5], [1, 256], [10, 10])
     assert choose_budget(flat, st, 3)[0] == 3
+
+
+def test_drafters_table3(tiny_dirs):
+    """--drafters: every drafter (DFlash and its variants) on every prompt over one target; Table 3 puts each with
+    and without ReAnchor side by side; `ar` runs once (it drafts nothing) and every run is lossless."""
+    from tiny import tiny_variant_models
+
+    tmp, target, drafter, prompts = tiny_dirs
+    folders = [str(drafter)]
+    for variant in ("domino", "dspark"):
+        m = tiny_variant_models(variant, 0, kind="llama", block_size=8)
+        m.drafter.save_pretrained(tmp / f"tiny-{variant}")
+        folders.append(str(tmp / f"tiny-{variant}"))
+    p = argparse.ArgumentParser()
+    bench.add_bench_args(p.add_subparsers())
+    out = tmp / "variants"
+    args = p.parse_args(["bench", "--prompts", str(prompts), "--target", str(target), "--drafters", ",".join(folders),
+                         "--max-new-tokens", "12", "--modes", "ar,dflash,reanchor", "--traces", "--out", str(out)])
+    assert args.func(args) == 0
+    res = json.loads((out / "results.json").read_text())
+    got = [(r["drafter"], r["label"]) for r in res["runs"]]
+    assert got == [(Path(folders[0]).name, "ar")] + [(Path(f).name, l) for f in folders for l in ("dflash", "reanchor")]
+    assert all(r["lossless"] == 1.0 and r["speedup_vs_ar"] for r in res["runs"])
+    assert list(res["config"]["drafters"]) == [Path(f).name for f in folders]
+    md = (out / "report.md").read_text()
+    assert "Table 3" in md and all(f"| {Path(f).name} | mean |" in md for f in folders)
+    assert (out / "drafters" / "tiny-dspark" / "traces" / "tiny" / "reanchor" / "p2.json").exists()

@@ -12,6 +12,7 @@ import torch.nn.functional as F
 
 from engine.train import data as D
 from engine.train import loss as L
+from engine.train import cli as C
 from engine.train import main as T
 from engine.train.prompts import build_prompts, heldout_prompts
 
@@ -264,10 +265,10 @@ def test_lr_schedule():
 def test_cli_parsers():
     import argparse
 
-    args = T.build_parser().parse_args(["--prompts", "16", "--block-size", "8", "--max-minutes", "0.5"])
+    args = C.build_parser().parse_args(["--prompts", "16", "--block-size", "8", "--max-minutes", "0.5"])
     assert args.prompts == 16 and args.block_size == 8 and args.kl == 1.0
     sub = argparse.ArgumentParser().add_subparsers(dest="cmd")
-    T.add_train_args(sub)
+    C.add_train_args(sub)
 
 
 def test_prompts_deterministic_distinct_and_plenty():

@@ -128,28 +128,33 @@ def prepare(eng, todo: list[Variant], sets: dict[str, list[dict]], args) -> None
     run_prompt(eng, eng.encode_prompt(shortest), todo, args, min(WARMUP_TOKENS, args.max_new_tokens))
 
 
-def run_sets(eng, todo: list[Variant], sets: dict[str, list[dict]], args, out: Path):
-    """Interleaved: for each prompt, each variant. (done per set, skipped prompts, interrupted)."""
+def run_sets(engines: dict, todo: list[Variant], sets: dict[str, list[dict]], args, out: Path):
+    """Interleaved: for each prompt, each drafter, each variant (`ar` with the first drafter only: it drafts
+    nothing). (done per set: [(prompt id, {drafter: {label: trace}})], skipped prompts, interrupted)."""
     from tqdm import tqdm
 
-    done: dict[str, list[tuple[str, dict[str, dict]]]] = {s: [] for s in sets}
+    done: dict[str, list[tuple[str, dict[str, dict[str, dict]]]]] = {s: [] for s in sets}
     skipped: list[dict] = []
+    plans = {d: todo if i == 0 else [v for v in todo if v.mode != "ar"] for i, d in enumerate(engines)}
     try:
         for set_name, prompts in sets.items():
-            bars = {v.label: tqdm(total=len(prompts), desc=f"{set_name:>9} {v.label:<16}",
-                                  position=i, leave=True, file=sys.stderr, dynamic_ncols=True)
-                    for i, v in enumerate(todo)}
+            bars = {(d, v.label): tqdm(total=len(prompts), desc=f"{set_name:>9} {_bar_name(d, engines)}{v.label:<16}",
+                                       position=i, leave=True, file=sys.stderr, dynamic_ncols=True)
+                    for i, (d, v) in enumerate((d, v) for d, vs in plans.items() for v in vs)}
             try:
                 for p in prompts:
                     try:
-                        traces = run_prompt(eng, eng.encode_prompt(p["prompt"]), todo, args,
-                                            args.max_new_tokens, lambda label: bars[label].update())
+                        traces = {d: run_prompt(eng, eng.encode_prompt(p["prompt"]), plans[d], args,
+                                                args.max_new_tokens, lambda label, d=d: bars[d, label].update())
+                                  for d, eng in engines.items()}
                     except InputError as e:  # e.g. a prompt too long for the context window
                         skipped.append({"set": set_name, "id": p["id"], "error": str(e)})
                         continue
                     done[set_name].append((p["id"], traces))
                     if args.traces:
-                        save_traces(out, set_name, p["id"], traces)
+                        for d, trs in traces.items():
+                            save_traces(out if len(engines) == 1 else out / "drafters" / _safe(d), set_name,
+                                        p["id"], trs)
             finally:
                 for b in bars.values():
                     b.close()
@@ -159,12 +164,53 @@ def run_sets(eng, todo: list[Variant], sets: dict[str, list[dict]], args, out: P
     return done, skipped, False
 
 
-def run_config(args, eng, todo: list[Variant], load_s: float, interrupted: bool, skipped: list[dict]) -> dict:
+def _bar_name(d: str, engines: dict) -> str:
+    return f"{d[:24]:<25}" if len(engines) > 1 else ""
+
+
+def load_engines(args) -> dict:
+    """One Engine per drafter of --drafters (default: --drafter), all over one target: {label: engine}, the
+    label being a drafter folder's name (or the name given)."""
+    from dataclasses import replace
+
+    from ..decode import Engine
+    from ..models import load_drafter
+
+    names = parse_drafters(args.drafters) if args.drafters else [args.drafter]
+    first = Engine(models_from_args(args, names[0]))
+    engines = {drafter_label(first.models.drafter_name): first}
+    m = first.models
+    dtype = next(m.drafter.parameters()).dtype if m.drafter is not None else m.dtype
+    for name in names[1:]:
+        d, dname = load_drafter(name, m.target, m.device, dtype, m.target_name, args.trust_remote_code)
+        label = drafter_label(dname)
+        while label in engines:
+            label += "'"
+        engines[label] = Engine(replace(m, drafter=d, drafter_name=dname))
+    return engines
+
+
+def parse_drafters(value: str) -> list[str]:
+    names = [v.strip() for v in value.split(",") if v.strip()]
+    if not names:
+        raise InputError("drafters", "names no drafter")
+    return list(dict.fromkeys(names))
+
+
+def drafter_label(name: str) -> str:
+    """A drafter's short name in results and reports: a folder's own name, else the name given."""
+    return Path(name).name if ("/" in name or Path(name).exists()) and Path(name).name else name
+
+
+def run_config(args, engines: dict, todo: list[Variant], load_s: float, interrupted: bool,
+               skipped: list[dict]) -> dict:
     """The results' "config": the flags, what was loaded, the hardware, the date."""
     config = {k: v for k, v in vars(args).items() if k != "func"}
+    eng = next(iter(engines.values()))
     m = eng.models
     config.update(target_name=m.target_name, drafter_name=m.drafter_name, device_used=str(m.device),
                   dtype_used=str(m.dtype).replace("torch.", ""),
+                  drafters={d: e.models.drafter_name for d, e in engines.items()},
                   block_size=args.block_size or eng.block_size, variants=[vars(v) for v in todo],
                   per_set_sample=PER_SET, load_s=round(load_s, 2), interrupted=interrupted,
                   skipped=skipped, hardware=_hardware(m.device), torch=_torch_version(),
@@ -173,18 +219,19 @@ def run_config(args, eng, todo: list[Variant], load_s: float, interrupted: bool,
 
 
 def run_bench(args) -> dict:
-    from ..decode import Engine
     from ..decode.cost import engine_profile
 
     todo, sets = plan(args)
     t_load = time.perf_counter()
-    eng = Engine(models_from_args(args))
+    engines = load_engines(args)
     load_s = time.perf_counter() - t_load
-    prepare(eng, todo, sets, args)
-    done, skipped, interrupted = run_sets(eng, todo, sets, args, Path(args.out))
-    results = aggregate(done, todo, args.temperature, run_config(args, eng, todo, load_s, interrupted, skipped))
+    for eng in engines.values():
+        prepare(eng, todo, sets, args)
+    done, skipped, interrupted = run_sets(engines, todo, sets, args, Path(args.out))
+    results = aggregate(done, todo, args.temperature,
+                        run_config(args, engines, todo, load_s, interrupted, skipped))
     if any(v.max_shifted == "auto" for v in todo):
-        results["cost"] = engine_profile(eng).as_dict()
+        results["cost"] = engine_profile(next(iter(engines.values()))).as_dict()
     return results
 
 
@@ -202,37 +249,48 @@ def _torch_version() -> str:
     return torch.__version__
 
 
-def aggregate(done: dict[str, list[tuple[str, dict[str, dict]]]], todo: list[Variant],
+def aggregate(done: dict[str, list[tuple[str, dict[str, dict[str, dict]]]]], todo: list[Variant],
               temperature: float, config: dict) -> dict:
-    """Per (set, variant): pooled tau over rounds, tokens/s over the summed wall time, ratios."""
+    """Per (set, drafter, variant): pooled tau over rounds, tokens/s over the summed wall time, ratios (speed
+    against the first drafter's `ar`, which drafts nothing). The paper's analyses: the first drafter's runs."""
     runs, an = [], {}
     pooled: dict[str, list[dict]] = {}
     for set_name, items in done.items():
         if not items:
             continue
-        row: dict[str, dict] = {}
+        drafters = list(items[0][1])
+        ar = items[0][1][drafters[0]].get("ar") and [t[drafters[0]]["ar"] for _, t in items]
         an[set_name] = {}
-        for v in todo:
-            trs = [t[v.label] for _, t in items]
-            pooled.setdefault(v.label, []).extend(trs)
-            new = sum(t["stats"]["new_tokens"] for t in trs)
-            wall = sum(t["stats"]["wall_s"] for t in trs)
-            row[v.label] = {"set": set_name, "mode": v.mode, "rule": v.rule, "label": v.label,
-                            "max_shifted": v.max_shifted, "temperature": temperature, "n": len(trs),
-                            "tau": A.tau(trs), "rounds": sum(len(t["rounds"]) for t in trs),
-                            "new_tokens": new, "wall_s": wall,
-                            "tokens_per_s": new / wall if wall > 0 else None}
-            an[set_name][v.label] = A.summarize(trs)
-        ar, dfl = row.get("ar"), row.get("dflash")
-        for label, r in row.items():
-            r["speedup_vs_ar"] = _ratio(r["tokens_per_s"], ar and ar["tokens_per_s"])
-            r["tau_vs_dflash"] = _ratio(r["tau"], dfl and dfl["tau"])
-            r["speed_vs_dflash"] = _ratio(r["tokens_per_s"], dfl and dfl["tokens_per_s"])
-            r["lossless"] = (sum(t[label]["output_ids"] == t["ar"]["output_ids"] for _, t in items)
-                             / len(items)) if ar and temperature == 0 else None
-        runs += row.values()
+        for di, d in enumerate(drafters):
+            row = {v.label: _run_row(set_name, v, [t[d][v.label] for _, t in items], temperature, ar)
+                   for v in todo if v.label in items[0][1][d]}
+            for r in row.values():
+                r["drafter"] = d
+                r["tau_vs_dflash"] = _ratio(r["tau"], row.get("dflash", {}).get("tau"))
+                r["speed_vs_dflash"] = _ratio(r["tokens_per_s"], row.get("dflash", {}).get("tokens_per_s"))
+            if di == 0:
+                for v in todo:
+                    trs = [t[d][v.label] for _, t in items]
+                    pooled.setdefault(v.label, []).extend(trs)
+                    an[set_name][v.label] = A.summarize(trs)
+            runs += row.values()
     an["all"] = {label: A.summarize(trs) for label, trs in pooled.items()}
     return {"runs": runs, "analyses": an, "config": config}
+
+
+def _run_row(set_name: str, v: Variant, trs: list[dict], temperature: float, ar: list[dict] | None) -> dict:
+    new = sum(t["stats"]["new_tokens"] for t in trs)
+    wall = sum(t["stats"]["wall_s"] for t in trs)
+    tps = new / wall if wall > 0 else None
+    ar_tps = None
+    if ar:
+        ar_wall = sum(t["stats"]["wall_s"] for t in ar)
+        ar_tps = sum(t["stats"]["new_tokens"] for t in ar) / ar_wall if ar_wall > 0 else None
+    return {"set": set_name, "mode": v.mode, "rule": v.rule, "label": v.label, "max_shifted": v.max_shifted,
+            "temperature": temperature, "n": len(trs), "tau": A.tau(trs), "rounds": sum(len(t["rounds"]) for t in trs),
+            "new_tokens": new, "wall_s": wall, "tokens_per_s": tps, "speedup_vs_ar": _ratio(tps, ar_tps),
+            "lossless": (sum(t["output_ids"] == a["output_ids"] for t, a in zip(trs, ar)) / len(trs))
+            if ar and temperature == 0 else None}
 
 
 def _ratio(a, b):
@@ -256,6 +314,9 @@ def add_bench_args(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--max-new-tokens", type=int, default=128)
     add_model_args(p)
+    p.add_argument("--drafters", default=None,
+                   help="comma list of drafters (folders, hub ids, 'default'), each run on every prompt and mode over "
+                        "one target; the report adds the paper's Table 3 (default: --drafter alone)")
     p.add_argument("--ignore-eos", action="store_true", help="always generate --max-new-tokens")
     p.add_argument("--max-shifted", default=None, help="shifted blocks per round: all (default), auto or K")
     p.add_argument("--max-trie-nodes", type=int, default=None)

@@ -31,7 +31,10 @@ class Results:
     """Lookups into results.json: per (set, label) runs and analyses."""
 
     def __init__(self, results: dict):
-        self.runs, self.an, self.cfg = results["runs"], results["analyses"], results["config"]
+        """The paper's other tables read the first drafter's runs; Table 3 reads every drafter's (all_runs)."""
+        self.all_runs, self.an, self.cfg = results["runs"], results["analyses"], results["config"]
+        self.drafters = list(dict.fromkeys(r.get("drafter") for r in self.all_runs))
+        self.runs = [r for r in self.all_runs if r.get("drafter") == self.drafters[0]]
         self.cost = results.get("cost")
         self.sets = list(dict.fromkeys(r["set"] for r in self.runs))
         self.labels = list(dict.fromkeys(r["label"] for r in self.runs))
@@ -61,7 +64,9 @@ def header(R: Results) -> list[str]:
     cfg = R.cfg
     counts = ", ".join(f"{s} {R.get(s, R.labels[0], 'n')}" for s in R.sets)
     return ["# ReAnchor benchmark\n",
-            f"Target `{cfg['target_name']}`, drafter `{cfg['drafter_name']}` (B={cfg.get('block_size')}), "
+            f"Target `{cfg['target_name']}`, drafter `{cfg['drafter_name']}` (B={cfg.get('block_size')})"
+            + (f" (Table 3: also {', '.join(f'`{d}`' for d in R.drafters[1:])}; the other tables: the first)"
+               if len(R.drafters) > 1 else "") + ", "
             f"{cfg['device_used']} {cfg['dtype_used']}, T={cfg['temperature']}, seed {cfg['seed']}, "
             f"max {cfg['max_new_tokens']} new tokens, prompts per set: {counts}. {cfg['date']}."
             + (" **Interrupted**: partial results." if cfg.get("interrupted") else ""),
@@ -179,10 +184,33 @@ def budget_tables(R: Results) -> list[str]:
     return md
 
 
+def table3(R: Results) -> list[str]:
+    """The paper's Table 3: each drafter (DFlash and its variants) without and with ReAnchor, one run."""
+    if len(R.drafters) < 2 or not {"dflash", "reanchor"} <= set(R.labels):
+        return []
+    by = {(r["drafter"], r["set"], r["label"]): r for r in R.all_runs}
+
+    def cells(d: str, s: str | None) -> list[str]:
+        def get(label, key):
+            if s is not None:
+                return (by.get((d, s, label)) or {}).get(key)
+            return _mean((by.get((d, x, label)) or {}).get(key) for x in R.sets)
+        t0, t1 = get("dflash", "tau"), get("reanchor", "tau")
+        v0, v1 = get("dflash", "speedup_vs_ar"), get("reanchor", "speedup_vs_ar")
+        return [_f(t0), _f(t1), _pct(t1 / t0 - 1 if t0 and t1 else None), _f(v0) + "x", _f(v1) + "x",
+                _pct(v1 / v0 - 1 if v0 and v1 else None)]
+
+    rows = [[d, s or "mean"] + cells(d, s) for d in R.drafters for s in R.sets + [None]]
+    return ["\n## Table 3: drafter variants without and with ReAnchor (tau; speedup over `ar`)\n",
+            "Every drafter runs every prompt in the same process, interleaved prompt by prompt.\n",
+            _table(["drafter", "set", "tau", "+ReAnchor tau", "delta tau", "speedup", "+ReAnchor speedup",
+                    "delta speed"], rows)]
+
+
 def write_report(results: dict, out: Path) -> str:
     R = Results(results)
-    md = (header(R) + table2(R) + tables_4_7(R) + table5(R) + table6(R) + table8(R) + table1_figure2(R, out)
-          + budget_tables(R))
+    md = (header(R) + table2(R) + table3(R) + tables_4_7(R) + table5(R) + table6(R) + table8(R)
+          + table1_figure2(R, out) + budget_tables(R))
     if R.cfg.get("skipped"):
         md += [f"\nSkipped prompts: {len(R.cfg['skipped'])} ({R.cfg['skipped'][0]['error']}...)"]
     text = "\n".join(md) + "\n"

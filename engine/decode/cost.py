@@ -17,6 +17,13 @@ node costs time, so the best number of shifted blocks depends on the hardware. T
        T(k) = c_d * draft(1+k) + c_v * verify(B + k * nodes_per_block) + overhead
        k*   = argmax_k E(k) / T(k),   n_nodes = B + 1.5 * k* * nodes_per_block (a cap for outliers)
 
+A drafter with a confidence head (DSpark) estimates, per drafted position, the probability that it is
+accepted given the positions before it were. Where a round record carries them, the budget takes its
+expected accepted lengths from them instead of the running means (`confidence_estimates`; lagged one
+round, as DSpark's scheduler does under overlap scheduling): acc0 = sum_j a_j with prefix survival
+a_j = prod_{i<=j} c_i, and gain[d] = a_t (1 - c_{t+1}) E_d for g(d) attached at site t (the chain reaches
+t, the baseline fails at t+1, g(d) carries on with E_d expected accepted drafts of its own).
+
 The engine drafts offsets d = 1..k (the nearest retained states first). Callers build the budget
 (`budget_for(engine, cfg)`) and hand it to `engine.run`; the engine never imports this module. Gains start from an
 optimistic prior so that unexplored offsets get tried, and every EXPLORE_EVERY-th round drafts
@@ -86,6 +93,34 @@ class Profile:
                    t["device"], time.perf_counter() - t0)
 
 
+def survival(conf: list[float]) -> list[float]:
+    """Prefix survival a_j = prod_{i<=j} c_i: the probability that drafts 1..j+1 are all accepted."""
+    out, a = [], 1.0
+    for c in conf:
+        a *= c
+        out.append(a)
+    return out
+
+
+def confidence_estimates(rnd: dict) -> tuple[float, dict[int, float]] | None:
+    """(expected accepted drafts of the baseline, {d: expected extra drafts of g(d)}) from a round's confidence
+    estimates (module docstring); None when the round has none."""
+    c0 = rnd.get("confidence")
+    if c0 is None:
+        return None
+    a0 = survival(c0)
+    gains = {}
+    for b in rnd.get("shifted", []):
+        t, c = b.get("chosen"), b.get("confidence")
+        if t is None or c is None:
+            gains[b["d"]] = 0.0
+            continue
+        reach = a0[t - 1] if t >= 1 else 1.0
+        fail = 1.0 - c0[t] if t < len(c0) else 1.0
+        gains[b["d"]] = reach * fail * sum(survival(c))
+    return sum(a0), gains
+
+
 @dataclass
 class Stats:
     """Running estimates from verified rounds (means with an optimistic prior for the gains)."""
@@ -98,11 +133,16 @@ class Stats:
     draft_scale: float = 1.0     # measured / profiled time, exponential moving averages
     verify_scale: float = 1.0
     overhead_ms: float = 0.0
+    confidence: tuple[float, dict[int, float]] | None = None   # the latest round's confidence_estimates
 
     def acc0(self) -> float:
+        if self.confidence is not None:
+            return self.confidence[0]
         return self.acc0_sum / self.rounds if self.rounds else 0.0
 
     def gain(self, d: int) -> float:
+        if self.confidence is not None and d in self.confidence[1]:
+            return self.confidence[1][d]
         return (self.gain_sum.get(d, 0.0) + PRIOR_GAIN * PRIOR_WEIGHT) / \
             (self.gain_n.get(d, 0) + PRIOR_WEIGHT)
 
@@ -111,6 +151,7 @@ class Stats:
 
     def observe(self, rnd: dict, profile: Profile, ema: float = 0.2) -> None:
         self.rounds += 1
+        self.confidence = confidence_estimates(rnd) or self.confidence
         self.acc0_sum += baseline_accepted(rnd)
         k = len(rnd["shifted"])
         credited, extra = round_gain(rnd)

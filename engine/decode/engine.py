@@ -12,7 +12,7 @@ from ..errors import InputError
 from ..models import Models, chat_ids, stop_token_ids
 from ..trie import Trie, build_trie
 from .config import DecodeConfig, validate
-from .drafting import Drafts, propose
+from .drafting import Drafts, block_offset, propose
 from .kv import ContextKV
 from .run import Run
 
@@ -32,7 +32,9 @@ class Engine:
         self.stop_ids = stop_token_ids(models.tokenizer, models.target.config)
         d, t = models.drafter, models.target
         self.layer_ids = list(d.target_layer_ids) if d is not None else []
-        self.block_size = d.block_size if d is not None else None
+        # a path's length, anchor included: a drafter block of B inputs drafts B - offset tokens
+        self.offset = block_offset(d) if d is not None else 1
+        self.block_size = d.block_size + 1 - self.offset if d is not None else None
         if d is not None:
             self.mask_id = int(d.mask_token_id)
             self.embed_scale = float(_draft_value(d.config, "input_embedding_scale", 1.0))
@@ -50,6 +52,8 @@ class Engine:
                 # 2-D input: a 3-D bf16 input with batch 1 copies the whole weight per call (bmm path)
                 self.draft_head = lambda h: torch.nn.functional.linear(
                     h.reshape(-1, h.shape[-1]).to(hd), w).float().view(*h.shape[:-1], -1)
+            if hasattr(d, "use_target_embeddings"):  # a head that reads the target's token embeddings
+                d.use_target_embeddings(self.draft_embed)
 
     # -- text -----------------------------------------------------------------------------------
     def encode_prompt(self, prompt: str) -> list[int]:
@@ -145,34 +149,38 @@ class Engine:
         """One drafter forward for the baseline (row 0) and shifted blocks g(d) (row d).
 
         Row d's context is the cached F[<s-c], the new committed features F[s-c..s-1] and R[0..d-1];
-        its block [a_d, MASK...] sits at positions s+d .. s+d+L-1. The tokens are picked by the
-        drafter's own rule (drafting.propose).
+        its input block [a_d, MASK...] (L - 1 + offset slots) sits at positions s+d, s+d+1, ...; the
+        states predicting positions 1..L-1 go to the drafter's own token rule (drafting.propose).
         """
         m = self.models
         dev = m.device
         n, c, r = len(anchors), ctx_new.shape[0], R.shape[0]
+        n_in = L - 1 + self.offset
         hidden = torch.cat([ctx_new[None].expand(n, -1, -1), R[None].expand(n, -1, -1)], 1)
         hidden = hidden.to(self.draft_dtype)
         block = torch.full((n, L), self.mask_id, device=dev)
         block[:, 0] = torch.tensor(anchors, device=dev)
-        noise = torch.nn.functional.embedding(block, self.draft_embed)
+        noise = torch.nn.functional.embedding(block[:, :n_in], self.draft_embed)
         noise = noise * self.embed_scale if self.embed_scale != 1.0 else noise
         d = torch.arange(n, device=dev)[:, None]
         pos = torch.cat([torch.arange(s - c, s + r, device=dev)[None].expand(n, -1),
-                         s + d + torch.arange(L, device=dev)[None]], 1)
+                         s + d + torch.arange(n_in, device=dev)[None]], 1)
         mask = None
         if r:  # row d sees only R[0..d-1]
             cached = len(ctx)
-            vis = torch.ones(n, 1, L, cached + c + r + L, dtype=torch.bool, device=dev)
+            vis = torch.ones(n, 1, n_in, cached + c + r + n_in, dtype=torch.bool, device=dev)
             vis[:, 0, :, cached + c: cached + c + r] = (torch.arange(r, device=dev)[None] < d)[:, None]
             mask = vis
         ctx.keep = c
         out = m.drafter(target_hidden=hidden, noise_embedding=noise, position_ids=pos,
-                        attention_mask=mask, past_key_values=ctx, use_cache=True)[:, 1:]
+                        attention_mask=mask, past_key_values=ctx, use_cache=True)[:, self.offset:]
         out = out.contiguous()  # a strided bf16 input sends the vocab projection down a 60x slower path
-        toks, logits, probs = propose(m.drafter, out, block[:, 0], self.draft_head, T, gen, argmax)
-        block[:, 1:] = toks
-        return Drafts(block.tolist(), logits, probs)
+        p = propose(m.drafter, out, block[:, 0], self.draft_head, T, gen, argmax)
+        block[:, 1:] = p.tokens
+        backbone = None
+        if p.backbone is not None:
+            backbone = torch.cat([block[:, :1], p.backbone], 1).tolist()
+        return Drafts(block.tolist(), p.logits, p.probs, p.confidence, backbone)
 
     def pick(self, logits: torch.Tensor, T: float, gen) -> int:
         """The target's token: argmax at T=0, else one sample at temperature T."""

@@ -87,7 +87,7 @@ def decode_round(eng: Engine, st: State, rc: RoundConfig, index: int) -> tuple[d
         draft_ms = (eng.sync_time() - t0) * 1e3
         baseline, shifted = drafts.tokens[0], dict(zip(offsets, drafts.tokens[1:]))
     else:
-        baseline, shifted = [st.x[s]], {}
+        baseline, shifted, drafts = [st.x[s]], {}, None
     # 2. attach and merge; never verify past max_new_tokens: depth k predicts position s+k+1
     paths, info, trie = proposal(baseline, shifted, rc.mode, rc.rule, st.rng, rc.max_len - s - 1, node_cap)
 
@@ -110,8 +110,23 @@ def decode_round(eng: Engine, st: State, rc: RoundConfig, index: int) -> tuple[d
     rest = trie.path_nodes[retained_path(trie, chain)][len(chain):]
     a_d = [target_token(n) for n in rest]
     rec = round_record(index, s, L, baseline, shifted, info, paths, trie, chain, bonus, new, top1,
-                       len(rest), draft_ms, verify_ms, (eng.sync_time() - t0) * 1e3)
+                       len(rest), draft_ms, verify_ms, (eng.sync_time() - t0) * 1e3, head_notes(drafts, offsets))
     return rec, replace(st, x=st.x + new, ctx_new=feats[chain], R=feats[rest], a_d=a_d, done=done)
+
+
+def head_notes(drafts, offsets: list[int]) -> dict:
+    """What a drafter with a head adds to the record: per row (0: baseline, else d) its confidence,
+    and where a sequential head changed the backbone's own token, that token."""
+    if drafts is None:
+        return {}
+    rows = [0] + offsets
+    notes = {}
+    if drafts.confidence is not None:
+        notes["confidence"] = dict(zip(rows, drafts.confidence.tolist()))
+    if drafts.backbone is not None:
+        notes["backbone"] = [{"d": d, "j": j, "token": b} for d, toks, bb in zip(rows, drafts.tokens, drafts.backbone)
+                             for j, (t, b) in enumerate(zip(toks, bb)) if t != b]
+    return notes
 
 
 def commit(new: list[int], rc: RoundConfig, committed: int) -> tuple[list[int], bool]:

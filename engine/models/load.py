@@ -118,11 +118,13 @@ def load_target(name: str | None, device: torch.device, dtype: torch.dtype,
 
 
 def drafter_class(config):
+    """The class a drafter config describes (variants.variant_name): DFlash, DFlash 2, Domino or DSpark."""
     from dflash import DFlash2DraftModel, DFlashDraftModel
 
-    dcfg = getattr(config, "dflash_config", None) or {}
-    return DFlash2DraftModel if "conv_kernel_size" in dcfg or hasattr(config, "conv_kernel_size") \
-        else DFlashDraftModel
+    from .variants import DominoDraftModel, DSparkDraftModel, variant_name
+
+    return {"dflash": DFlashDraftModel, "dflash2": DFlash2DraftModel, "domino": DominoDraftModel,
+            "dspark": DSparkDraftModel}[variant_name(config)]
 
 
 def drafter_config(target_config, *, num_layers: int = 2, block_size: int = 16,
@@ -189,9 +191,16 @@ def load_drafter(name: str | None, target, device: torch.device, dtype: torch.dt
 
     try:
         cfg = AutoConfig.from_pretrained(name, trust_remote_code=trust_remote_code)
-        model = drafter_class(cfg).from_pretrained(name, dtype=dtype)
+        cls = drafter_class(cfg)
+        model, info = cls.from_pretrained(name, dtype=dtype, output_loading_info=True)
+    except InputError:
+        raise
     except Exception as e:
         raise InputError("drafter", f"could not load {name!r}: {str(e).splitlines()[0]}") from e
+    missing = sorted(info.get("missing_keys") or [])
+    if missing:  # from_pretrained would start these at random: a folder of another format
+        raise InputError("drafter", f"{name} lacks the weight {missing[0]!r} that a {cls.__name__} needs"
+                         + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""))
     check_pair(target, model)
     return model.to(device).eval(), name
 

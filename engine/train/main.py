@@ -39,6 +39,8 @@ from ..paths import REPO as ROOT
 from .data import generate_shards, load_shards, log
 from .loss import head_loss, negatives, sparse_head_loss
 
+VARIANTS = ("dflash", "domino", "dspark", "opd")
+
 
 # ------------------------------------------------------------------------------------------ features
 class Features:
@@ -77,6 +79,10 @@ class Features:
             top = torch.topk((final[i, :len(s)].to(W.dtype) @ W.T).float(), self.topk, dim=-1)  # sorted
             out.append((feats[i, :len(s)].clone(), top.indices.to(torch.int32), top.values))
         return out
+
+    def compute(self, seq: list[int]) -> tuple[torch.Tensor, ...]:
+        """One sequence's rows, not cached: (T, F*H) features, then as `get` returns them (unpadded)."""
+        return self._compute([seq])[0]
 
     def get(self, keys: list[int], seqs: list[list[int]], T: int) -> tuple[torch.Tensor, ...]:
         """For the sequences `seqs` (cache keys `keys`): padded (b, T, F*H) features, then (b, T, H) final hidden
@@ -225,6 +231,18 @@ def load_weights(drafter, folder: Path) -> list[int]:
     return new
 
 
+def lineage_of(folder: Path) -> list[dict]:
+    """The runs a drafter folder's weights come from (its train_log.json): theirs, then its own."""
+    prior = folder / "train_log.json"
+    if not prior.exists():
+        return []
+    pl = json.loads(prior.read_text())
+    return pl.get("lineage", []) + [{
+        "hardware": pl.get("hardware"), "steps": pl.get("steps"), "train_s": pl.get("train_s"),
+        "response_tokens": (pl.get("data") or {}).get("response_tokens"),
+        "tau_sim": (pl.get("evals") or [{}])[-1].get("tau_sim")}]
+
+
 def export(drafter, out: Path, card: str, log_obj: dict, max_shard: int) -> None:
     """bf16 save_pretrained folder + README.md + train_log.json; each file replaced atomically."""
     out.mkdir(parents=True, exist_ok=True)
@@ -246,46 +264,76 @@ def export(drafter, out: Path, card: str, log_obj: dict, max_shard: int) -> None
 
 
 # ----------------------------------------------------------------------------------------------- eval
-def replay_rounds(accepted: list[int], prompt_len: int, seq_len: int) -> list[int]:
+def rollout(accepted: list[int], prompt_len: int, seq_len: int) -> list[tuple[int, int]]:
     """Greedy DFlash rounds over a response: the first anchor is the prefill's token at prompt_len; a round at
-    anchor p commits accepted[p - prompt_len] drafts plus the bonus. Returns accepted + 1 per round."""
+    anchor p commits accepted[p - prompt_len] drafts plus the bonus. Returns (anchor, accepted) per round."""
     p, rounds = prompt_len, []
     while p < seq_len - 1:
         a = accepted[p - prompt_len]
-        rounds.append(a + 1)
+        rounds.append((p, a))
         p += a + 1
     return rounds
 
 
+def replay_rounds(accepted: list[int], prompt_len: int, seq_len: int) -> list[int]:
+    """accepted + 1 per round of the greedy rollout (rollout)."""
+    return [a + 1 for _, a in rollout(accepted, prompt_len, seq_len)]
+
+
+def frozen_head(W: torch.Tensor, chunk: int):
+    """The target's LM head as the drafter uses it: (..., H) -> (..., V) float logits, `chunk` rows per matmul."""
+    def head(x: torch.Tensor) -> torch.Tensor:
+        flat = x.reshape(-1, x.shape[-1])
+        out = torch.cat([(flat[r:r + chunk].to(W.dtype) @ W.T).float() for r in range(0, len(flat), chunk)])
+        return out.view(*x.shape[:-1], -1)
+    return head
+
+
+@torch.no_grad()
+def draft_matches(drafter, feats: Features, key: int, s: list[int], P: int, *, head, embed_w: torch.Tensor,
+                  dtype: torch.dtype, autocast, anchors_per_forward: int = 64) -> torch.Tensor:
+    """(anchors, B-1) bool for every anchor p in P..len(s)-2: the drafter's greedy draft at p+k equals x_{p+k}
+    (False past the end). The drafts come from the engine's own token rule, a variant's head included."""
+    from ..decode.drafting import propose
+
+    B, mask_id = drafter.block_size, int(drafter.mask_token_id)
+    anchors = list(range(P, len(s) - 1))
+    out = []
+    for c in range(0, len(anchors), anchors_per_forward):
+        part = anchors[c:c + anchors_per_forward]
+        batch = make_batch([s], [part], block_size=B, mask_id=mask_id, gamma=1.0)
+        f, *_ = feats.get([key], [s], batch["T"])
+        with autocast():
+            h = draft_forward(drafter, embed_w, f, batch, dtype)
+        hb = h.reshape(len(part), B, -1)[:, 1:].contiguous()  # the states predicting p+1 .. p+B-1
+        toks = propose(drafter, hb, torch.tensor([s[p] for p in part], device=h.device), head, 0.0, None,
+                       True).tokens.cpu()
+        match = torch.zeros((len(part), B - 1), dtype=torch.bool)
+        match[batch["slot"], batch["k"] - 1] = toks[batch["slot"], batch["k"] - 1] == batch["labels"]
+        out.append(match)
+    return torch.cat(out)
+
+
 @torch.no_grad()
 def eval_tau(drafter, feats: Features, seqs: list[tuple[list[int], int]], *, W: torch.Tensor, embed_w: torch.Tensor,
-             dtype: torch.dtype, autocast, anchors_per_forward: int = 128, chunk: int = 4096,
+             dtype: torch.dtype, autocast, anchors_per_forward: int = 64, chunk: int = 4096,
              keys: list[int] | None = None) -> dict:
     """tau_sim: greedy DFlash replayed on the target's greedy responses (see the module docstring). `keys` name the
     sequences in the feature cache (default -1, -2, ...: apart from the training sequences' keys 0, 1, ...)."""
     keys = keys or [-1 - i for i in range(len(seqs))]
-    B, mask_id = drafter.block_size, int(drafter.mask_token_id)
+    B = drafter.block_size
+    head = frozen_head(W, chunk)
     was_training = drafter.training
     drafter.eval()
     taus, rounds_all, acc_all, by_k = [], [], [], torch.zeros(B - 1)
     for si, (s, P) in enumerate(seqs):
-        anchors = list(range(P, len(s) - 1))
-        if not anchors:
+        if len(s) - 1 <= P:
             continue
-        acc = []
-        for c in range(0, len(anchors), anchors_per_forward):
-            part = anchors[c:c + anchors_per_forward]
-            batch = make_batch([s], [part], block_size=B, mask_id=mask_id, gamma=1.0)
-            f, *_ = feats.get([keys[si]], [s], batch["T"])
-            with autocast():
-                h = draft_forward(drafter, embed_w, f, batch, dtype)
-            hd = h.reshape(-1, h.shape[-1])[batch["drow"].to(h.device)]
-            drafts = torch.cat([(hd[r:r + chunk].to(W.dtype) @ W.T).argmax(-1) for r in range(0, len(hd), chunk)])
-            match = torch.zeros((len(part), B - 1), dtype=torch.bool)
-            match[batch["slot"], batch["k"] - 1] = (drafts.cpu() == batch["labels"])
-            acc.append(match.long().cumprod(dim=1).sum(dim=1))
-            by_k += match.long().cumprod(dim=1).sum(dim=0)
-        acc = torch.cat(acc).tolist()
+        match = draft_matches(drafter, feats, keys[si], s, P, head=head, embed_w=embed_w, dtype=dtype,
+                              autocast=autocast, anchors_per_forward=anchors_per_forward)
+        run = match.long().cumprod(dim=1)
+        by_k += run.sum(dim=0)
+        acc = run.sum(dim=1).tolist()
         acc_all += acc
         rounds = replay_rounds(acc, P, len(s))
         rounds_all += rounds
@@ -342,6 +390,7 @@ def add_args(p: argparse.ArgumentParser) -> None:
     _add_data_args(p.add_argument_group("data"))
     _add_drafter_args(p.add_argument_group("drafter"))
     _add_training_args(p.add_argument_group("training"))
+    _add_variant_args(p.add_argument_group("variants (engine/train/variants.py)"))
 
 
 def _add_data_args(g: argparse._ArgumentGroup) -> None:
@@ -410,20 +459,21 @@ def _add_training_args(g: argparse._ArgumentGroup) -> None:
     g.add_argument("--no-gen", action="store_true", help="train on the shards already in --data")
 
 
-def add_train_args(subparsers) -> argparse.ArgumentParser:
-    """`python -m engine train ...`: the lead's CLI adds this subcommand."""
-    p = subparsers.add_parser("train", help="generate data with the target and train a DFlash drafter",
-                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_args(p)
-    p.set_defaults(func=main)
-    return p
-
-
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m engine train", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_args(p)
-    return p
+def _add_variant_args(g: argparse._ArgumentGroup) -> None:
+    g.add_argument("--variant", choices=VARIANTS, default="dflash",
+                   help="dflash: the drafter itself; domino / dspark: only a new sequential head on the frozen "
+                        "--init-from backbone (its features cached once); opd: Draft-OPD, on-policy post-training of "
+                        "the --init-from DFlash drafter")
+    g.add_argument("--head-rank", type=int, default=64, help="the head's rank (Domino emb_dim, DSpark markov_rank)")
+    g.add_argument("--gru-hidden", type=int, default=256, help="Domino's GRU state size")
+    g.add_argument("--pure-prefix", type=int, default=1, help="Domino: the first N drafts stay the backbone's own")
+    g.add_argument("--head-depth", type=int, default=8, help="block positions k <= this are cached and trained (heads)")
+    g.add_argument("--head-anchors", type=int, default=0, help="anchors per sequence in the head's feature cache "
+                   "(0: every response position)")
+    g.add_argument("--conf-weight", type=float, default=1.0, help="DSpark: weight of the confidence head's loss")
+    g.add_argument("--opd-gamma", type=float, default=0.8, help="Draft-OPD: weight gamma^(o-1) of a rejected draft "
+                   "at in-block offset o")
+    g.add_argument("--opd-reject-weight", type=float, default=1.0, help="Draft-OPD: weight of the rejected stream")
 
 
 def _data_settings(args: argparse.Namespace) -> dict:
@@ -466,6 +516,13 @@ def check_args(args: argparse.Namespace) -> None:
             if k in had and had[k] != want[k]:
                 raise InputError("data", f"{args.data} holds responses made with {k.replace('_', '-')} {had[k]!r}, "
                                  f"not {want[k]!r}: use another --data folder, or --no-gen to train on them")
+    if args.variant != "dflash" and not args.init_from:
+        raise InputError("init_from", f"--variant {args.variant} starts from a trained DFlash drafter: give its folder")
+    for name, low in (("head_rank", 1), ("gru_hidden", 1), ("pure_prefix", 0), ("head_depth", 1), ("head_anchors", 0)):
+        if getattr(args, name) < low:
+            raise InputError(name, f"{getattr(args, name)} is below {low}")
+    if args.variant in ("domino", "dspark") and args.head_depth >= args.block_size:
+        raise InputError("head_depth", f"{args.head_depth} leaves no room in a block of {args.block_size}")
     if args.init_from and not (Path(args.init_from) / "config.json").is_file():
         raise InputError("init_from", f"{args.init_from} is not a drafter folder (no config.json)")
 
@@ -574,6 +631,7 @@ class Trainer:
         plens = [len(r["prompt_ids"]) for r in recs]
         keep = [i for i in range(len(seqs)) if len(seqs[i]) - plens[i] >= 2]
         self.seqs, self.plens = [seqs[i] for i in keep], [plens[i] for i in keep]
+        self.greedy = [recs[i]["temperature"] == 0 for i in keep]
         self.eval_seqs = [((r["prompt_ids"] + r["response_ids"])[:a.max_len], len(r["prompt_ids"])) for r in eval_recs]
         n_tok = sum(len(s) - p for s, p in zip(self.seqs, self.plens))
         n_sampled = sum(1 for r in recs if r["temperature"] > 0)
@@ -601,13 +659,7 @@ class Trainer:
             grown = load_weights(self.drafter, Path(a.init_from))
             if grown:
                 log(f"--init-from: layers {grown} added on top, starting as the identity")
-            prior_log = Path(a.init_from) / "train_log.json"
-            if prior_log.exists():
-                pl = json.loads(prior_log.read_text())
-                self.lineage = pl.get("lineage", []) + [{
-                    "hardware": pl.get("hardware"), "steps": pl.get("steps"), "train_s": pl.get("train_s"),
-                    "response_tokens": (pl.get("data") or {}).get("response_tokens"),
-                    "tau_sim": (pl.get("evals") or [{}])[-1].get("tau_sim")}]
+            self.lineage = lineage_of(Path(a.init_from))
         elif a.init != "random":
             init_from_target(self.drafter, self.target, layers=a.init == "target")
         self.drafter.to(self.dev).train()
@@ -634,7 +686,7 @@ class Trainer:
         """A fresh run's counters and sampling RNG, or those of the train state saved under --data (unless --fresh
         or --eval-only)."""
         a = self.args
-        self.state_path = self.data / f"train_state-b{self.B}.pt"
+        self.state_path = self.data / self.state_name()
         self.step, self.train_s, self.history, self.evals = 0, 0.0, [], []
         self.rng = random.Random(a.seed)
         self.order: list[int] = []
@@ -646,6 +698,9 @@ class Trainer:
             self.rng.setstate(st["rng"])
             self.order = [i for i in st["order"] if i < len(self.seqs)]
             log(f"resumed from {self.state_path} at step {self.step} ({self.train_s:.0f}s trained)")
+
+    def state_name(self) -> str:
+        return f"train_state-b{self.B}.pt"
 
     def run_dtype(self) -> torch.dtype:
         return torch.bfloat16 if self.amp else torch.float32
@@ -715,15 +770,20 @@ class Trainer:
         return time.time() - t
 
     # --- 3. fit --------------------------------------------------------------------------------------
+    def next_indices(self) -> list[int]:
+        """The next --batch sequences of a shuffled pass (a new pass when too few are left)."""
+        if len(self.order) < self.args.batch:
+            perm = list(range(len(self.seqs)))
+            self.rng.shuffle(perm)
+            self.order += perm
+        idx, self.order = self.order[:self.args.batch], self.order[self.args.batch:]
+        return idx
+
     def next_batch(self) -> tuple[list[int], list[list[int]], dict]:
         """The next --batch sequences of a shuffled pass (a new pass when too few are left) and random anchors in
         their responses: (sequence indices, sequences, make_batch's tensors on the device)."""
         a = self.args
-        if len(self.order) < a.batch:
-            perm = list(range(len(self.seqs)))
-            self.rng.shuffle(perm)
-            self.order += perm
-        idx, self.order = self.order[:a.batch], self.order[a.batch:]
+        idx = self.next_indices()
         bseqs = [self.seqs[i] for i in idx]
         anchors = [sorted(self.rng.sample(range(self.plens[i], len(self.seqs[i]) - 1),
                                           min(self.n_anchors, len(self.seqs[i]) - 1 - self.plens[i]))) for i in idx]
@@ -838,36 +898,3 @@ class Trainer:
         self.save(final=True)
         log(f"done: {self.step} steps, {self.train_s / 60:.1f} min of training, total {self.timings['total_s']}s; "
             f"exported to {self.out}" + (f"; tau_sim {self.evals[-1]['tau_sim']}" if self.evals else ""))
-
-
-def main(args: argparse.Namespace) -> int:
-    """`python -m engine train`: 0 when done (or after --gen-only / --eval-only), 1 with no training data."""
-    check_args(args)
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.disable_progress_bar()  # "Writing model shards" on every export would flood the log
-    t = Trainer(args)
-    t.load_target()
-    t.generate()
-    if args.gen_only:
-        log(f"gen done in {t.timings['gen_s']}s")
-        return 0
-    if not t.load_data():
-        log("no training data in " + str(t.data))
-        return 1
-    t.build_drafter()
-    t.setup()
-    t.load_state()
-    if args.eval_only:
-        t.eval_only()
-        return 0
-    t.fit()
-    return 0
-
-
-if __name__ == "__main__":
-    try:
-        sys.exit(main(build_parser().parse_args()))
-    except InputError as e:
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(2)

@@ -1,0 +1,358 @@
+"""Training the paper's drafter variants for the target (`python -m engine train --variant ...`).
+
+domino, dspark   only a new sequential head (engine/models/variants.py) on the frozen --init-from DFlash
+                 backbone. The backbone never changes, so its block states are computed once per
+                 (sequence, anchor) and cached (HeadRows, saved under --data); a step runs the head alone,
+                 teacher-forced on the response tokens:
+                   rows     anchor p, block position k = 1..D (--head-depth), label x_{p+k}
+                   logits   base_k + W2 u_k at the target's top-K tokens of row p+k-1 (--head-topk) and M shared
+                            negatives (--negatives): the 49152-wide head is never formed; the base logits at
+                            the top-K are cached with the states, those at the negatives are z_k W[neg]^T
+                   loss     soft cross-entropy to the target's top-K distribution, weight exp(-(k-1)/gamma);
+                            DSpark adds its confidence head: BCE(sigmoid(s_k), 1[the corrected argmax is the
+                            target's]) x --conf-weight (greedy acceptance; the paper's label is 1 - TV at T=1)
+                 W2 starts at zero, so step 0 drafts exactly as the backbone alone.
+opd              Draft-OPD (Lei et al. 2026): on-policy post-training of the whole --init-from DFlash drafter.
+                 The rollout is greedy speculative decoding with the current drafter; at T=0 it commits the
+                 target's own greedy response (losslessness), so it is replayed on those responses: the drafter's
+                 greedy drafts at every anchor (no grad), its acceptances, and the block boundaries they imply
+                 (main.rollout). Per rollout block at anchor p with a accepted drafts:
+                   response stream  KL(p_T || q) at offsets 1..a+1 (the accepted drafts and the correction)
+                   rejected stream  the k3 reverse-KL estimate r - log r - 1, r = p_T(x) / q(x), at the first
+                                    rejected draft x (offset a+1), weight gamma^a (--opd-gamma)
+                   L = (sum_R KL + w_X sum_X gamma^a k3) / (N_R + w_X sum_X gamma^a),  w_X = --opd-reject-weight
+                 Draft-OPD scores single tokens (a Bernoulli forward KL); with the target's whole distribution at
+                 hand the response stream uses the full KL. Later rejected drafts would each need a target pass
+                 on the drafter's own wrong prefix: on the CPU only the first one, whose prefix is the target's, is
+                 scored (Draft-OPD's `rejected_draft_first_token_only`).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from ..errors import InputError
+from ..models.variants import variant_config, variant_name
+from ..paths import DRAFTERS
+from .data import log
+from .loss import head_loss, negatives
+from .main import Trainer, draft_forward, draft_matches, eval_tau, frozen_head, lineage_of, make_batch, rollout
+
+DEFAULT_TOPK = 16
+
+
+# ------------------------------------------------------------------------------------- head feature cache
+@dataclass
+class HeadRows:
+    """The frozen backbone's block states and what the head's loss needs, per anchor (N anchors, D positions)."""
+    z: torch.Tensor      # [N, D, H] bf16: the states predicting p+1 .. p+D
+    tok: torch.Tensor    # [N, D+1] long: x_p (the anchor) .. x_{p+D}; -1 past the sequence's end
+    tids: torch.Tensor   # [N, D, K] int32: the target's top-K tokens at p+k-1 (sorted: column 0 is its argmax)
+    tlg: torch.Tensor    # [N, D, K] float16: their target logits
+    blg: torch.Tensor    # [N, D, K] float16: the backbone's logits for those tokens
+
+    def __len__(self) -> int:
+        return len(self.tok)
+
+
+@torch.no_grad()
+def head_rows_of(drafter, feats, s: list[int], P: int, anchors: list[int], *, D: int, W: torch.Tensor,
+                 embed_w: torch.Tensor, dtype: torch.dtype, autocast, per_forward: int = 64) -> HeadRows:
+    """HeadRows of one sequence (`feats`: main.Features with topk; its target pass runs once per sequence)."""
+    B, mask_id, n_tok = drafter.block_size, int(drafter.mask_token_id), len(s)
+    f, ids, lg = (t[None] for t in feats.compute(s))
+    out = []
+    for c in range(0, len(anchors), per_forward):
+        part = torch.tensor(anchors[c:c + per_forward])
+        batch = make_batch([s], [part.tolist()], block_size=B, mask_id=mask_id, gamma=1.0)
+        pad = batch["T"] - f.shape[1]
+        with autocast():
+            h = draft_forward(drafter, embed_w, F.pad(f, (0, 0, 0, pad)), batch, dtype)
+        z = h.reshape(len(part), B, -1)[:, 1:D + 1].float()
+        pos = part[:, None] + torch.arange(D + 1)                         # x_p .. x_{p+D}
+        tok = torch.tensor(s)[pos.clamp(max=n_tok - 1)].masked_fill(pos >= n_tok, -1)
+        trow = (part[:, None] + torch.arange(D)).clamp(max=n_tok - 1)      # the target rows p+k-1
+        tids = ids[0, trow].long()
+        blg = torch.einsum("ndh,ndkh->ndk", z.to(W.dtype), W[tids]).float()
+        out.append(HeadRows(z.to(torch.bfloat16), tok, tids.int(), lg[0, trow].half(), blg.half()))
+    return HeadRows(*(torch.cat([getattr(r, k) for r in out]) for k in HeadRows.__dataclass_fields__))
+
+
+def head_loss_rows(drafter, rows: HeadRows, idx: torch.Tensor, W: torch.Tensor, *, gamma: float, n_neg: int,
+                   conf_weight: float, gen: torch.Generator | None = None):
+    """(loss, hit per valid row, k per valid row) of the head on cached rows `idx` (module docstring)."""
+    z, tok = rows.z[idx].float(), rows.tok[idx]
+    tids, tlg, blg = rows.tids[idx].long(), rows.tlg[idx].float(), rows.blg[idx].float()
+    n, D, K = tids.shape
+    valid = tok[:, 1:] >= 0
+    neg = negatives(tids, W.shape[0], n_neg, gen)
+    u, W2 = drafter.teacher_forced(z, tok[:, :D].clamp(min=0))
+    W2 = W2.float()
+    u = u.float()
+    lk = blg + torch.einsum("ndr,ndkr->ndk", u, W2[tids])                  # at the target's top-K
+    ln = z @ W[neg].float().T + u @ W2[neg].T                               # at the shared negatives
+    slot = torch.full((W.shape[0],), len(neg), dtype=torch.long, device=tids.device)
+    slot[neg] = torch.arange(len(neg), device=tids.device)
+    dup = torch.zeros(n, D, len(neg) + 1, dtype=torch.bool).scatter_(-1, slot[tids], True)[..., :-1]
+    logp = torch.log_softmax(torch.cat([lk, ln.masked_fill(dup, float("-inf"))], -1), -1)
+    q = torch.softmax(tlg, -1)
+    k = torch.arange(1, D + 1).expand(n, D)
+    w = torch.exp(-(k - 1).float() / gamma) * valid
+    corrected = (k > getattr(drafter, "pure_prefix", 0)).float()           # Domino's pure prefix has no head
+    w = w * corrected / (w * corrected).sum().clamp_min(1e-9)
+    hit = logp.argmax(-1) == 0
+    loss = (-(q * logp[..., :K]).sum(-1) * w).sum()
+    if getattr(drafter, "confidence_head", None) is not None and conf_weight > 0:
+        s = drafter.confidence_logit(z, u)
+        loss = loss + conf_weight * (F.binary_cross_entropy_with_logits(s, hit.float(), reduction="none")
+                                     * w).sum()
+    return loss, hit[valid], k[valid]
+
+
+def _digest(folder: Path) -> str:
+    h = hashlib.sha1()
+    for f in sorted(folder.glob("model*.safetensors")):
+        h.update(f.name.encode())
+        h.update(str(f.stat().st_size).encode())
+        with open(f, "rb") as fh:
+            h.update(fh.read(1 << 20))
+    return h.hexdigest()[:12]
+
+
+# ---------------------------------------------------------------------------------------------- trainers
+class VariantTrainer(Trainer):
+    """What the variants share: the export folder and train state named after the variant, tau_sim per eval set,
+    the earlier runs of the --init-from drafter, a model card."""
+
+    def __init__(self, args):
+        super().__init__(args)
+        if not args.out:
+            self.out = DRAFTERS / f"smollm2-135m-{args.variant}-b{self.B}"
+        self.set_evals: dict[str, float] = {}
+
+    def state_name(self) -> str:
+        return f"train_state-{self.args.variant}-b{self.B}.pt"
+
+    def evaluate(self) -> dict:
+        """tau_sim per eval set and pooled over all of them (rounds-weighted, as the benchmark pools)."""
+        t, per = time.time(), {}
+        for name in dict.fromkeys(self.eval_set_of[:len(self.eval_seqs)]):
+            idx = [i for i, n in enumerate(self.eval_set_of[:len(self.eval_seqs)]) if n == name]
+            per[name] = eval_tau(self.drafter, self.feats, [self.eval_seqs[i] for i in idx], W=self.W,
+                                 embed_w=self.embed_w, dtype=self.run_dtype(), autocast=self.autocast, chunk=self.chunk,
+                                 keys=[-1 - i for i in idx])
+        rounds = sum(r["rounds"] for r in per.values())
+        r = {"tau_sim": round(sum(r["tau_sim"] * r["rounds"] for r in per.values()) / max(rounds, 1), 4),
+             "rounds": rounds, "prompts": sum(r["prompts"] for r in per.values()),
+             "by_set": {n: r["tau_sim"] for n, r in per.items()},
+             "accept_rate_by_depth": [round(sum(r["accept_rate_by_depth"][k] * r["rounds"] for r in per.values())
+                                            / max(rounds, 1), 4) for k in range(self.B - 1)],
+             "step": self.step, "seconds": round(time.time() - t, 1)}
+        self.evals.append(r)
+        log(f"eval step {self.step}: tau_sim {r['tau_sim']} " + " ".join(f"{n} {v}" for n, v in r["by_set"].items())
+            + f" ({r['rounds']} rounds, {r['seconds']}s)")
+        return r
+
+    def eval_only(self) -> None:
+        self.evaluate()
+
+    def card(self, hw: str, final: bool) -> str:
+        return variant_card(self, hw, final)
+
+
+class HeadTrainer(VariantTrainer):
+    """--variant domino|dspark: a head on the frozen backbone, trained on cached backbone states."""
+
+    def build_drafter(self) -> None:
+        from transformers import AutoConfig
+
+        from ..models import drafter_class
+
+        a, folder = self.args, Path(self.args.init_from)
+        cfg = AutoConfig.from_pretrained(folder)
+        kind = variant_name(cfg)
+        if kind == "dflash":
+            cfg = variant_config(cfg, a.variant, rank=a.head_rank, gru_hidden=a.gru_hidden,
+                                 pure_prefix=a.pure_prefix, shift_label=False)
+        elif kind != a.variant:
+            raise InputError("init_from", f"{folder} is a {kind} drafter: give a DFlash backbone or a {a.variant} drafter")
+        if int(cfg.block_size) != self.B:
+            raise InputError("block_size", f"{self.B} is not the backbone's block size {cfg.block_size}")
+        torch.manual_seed(a.seed)
+        self.drafter = drafter_class(cfg)(cfg)
+        if self.drafter.shift_label:
+            raise InputError("init_from", f"{folder} is a shift-label drafter: this trainer trains DFlash-aligned heads")
+        self._load(folder, fresh_head=kind == "dflash")
+        self.lineage = lineage_of(folder)
+        self.drafter.to(self.dev).train().requires_grad_(False)
+        for p in self.drafter.head_parameters():
+            p.requires_grad_(True)
+        self.W = self.target.get_output_embeddings().weight.detach()
+        self.embed_w = self.target.get_input_embeddings().weight.detach()
+        self.drafter.use_target_embeddings(self.embed_w)
+
+    @torch.no_grad()
+    def _load(self, folder: Path, fresh_head: bool) -> None:
+        """The folder's weights: every backbone weight must be there, and the head's unless it is new. A new head's
+        W2 starts at zero, so that step 0 drafts exactly as the backbone alone."""
+        from safetensors.torch import load_file
+
+        state = {}
+        for f in sorted(folder.glob("model*.safetensors")):
+            state.update(load_file(f))
+        head = {id(p) for p in self.drafter.head_parameters()}
+        own = self.drafter.state_dict()
+        missing = [k for k, p in self.drafter.named_parameters()
+                   if k not in state and not (fresh_head and id(p) in head)]
+        if missing:
+            raise InputError("init_from", f"{folder} lacks the weight {missing[0]!r}")
+        self.drafter.load_state_dict({k: v.float() for k, v in state.items() if k in own}, strict=False)
+        if fresh_head:
+            self.drafter.correction_weight().zero_()
+
+    def setup(self) -> None:
+        a = self.args
+        a.head_topk = min(a.head_topk or DEFAULT_TOPK, self.W.shape[0])
+        a.gamma = a.gamma or 4.0
+        super().setup()
+        self.opt = torch.optim.AdamW(self.drafter.head_parameters(), lr=a.lr, betas=(0.9, 0.95), weight_decay=0.0)
+        self.row_gen = torch.Generator().manual_seed(a.seed)
+        self.rows = None if a.eval_only else self.head_rows()
+
+    def head_rows(self) -> HeadRows:
+        """The cached rows of every training sequence (read back from --data when this backbone's are there)."""
+        a = self.args
+        key = dict(backbone=_digest(Path(a.init_from)), D=a.head_depth, K=a.head_topk, anchors=a.head_anchors,
+                   seed=a.seed, seqs=len(self.seqs), tokens=sum(map(len, self.seqs)))
+        path = self.data / f"head-rows-{hashlib.sha1(json.dumps(key).encode()).hexdigest()[:12]}.pt"
+        if path.exists():
+            log(f"head rows: {path.name} (cached)")
+            return HeadRows(**torch.load(path, weights_only=True))
+        t0, parts, rng = time.time(), [], torch.Generator().manual_seed(a.seed)
+        for i, (s, P) in enumerate(zip(self.seqs, self.plens)):
+            anchors = list(range(P, len(s) - 1))
+            if a.head_anchors and len(anchors) > a.head_anchors:
+                anchors = sorted(torch.randperm(len(anchors), generator=rng)[:a.head_anchors].add(P).tolist())
+            parts.append(head_rows_of(self.drafter, self.feats, s, P, anchors, D=a.head_depth, W=self.W,
+                                      embed_w=self.embed_w, dtype=self.run_dtype(), autocast=self.autocast))
+            if (i + 1) % 100 == 0:
+                log(f"head rows: {i + 1}/{len(self.seqs)} sequences, {sum(map(len, parts))} anchors, "
+                    f"{time.time() - t0:.0f}s")
+        rows = HeadRows(*(torch.cat([getattr(r, k) for r in parts]) for k in HeadRows.__dataclass_fields__))
+        self.timings["head_rows_s"] = round(time.time() - t0, 1)
+        torch.save({k: getattr(rows, k) for k in HeadRows.__dataclass_fields__}, path)
+        log(f"head rows: {len(rows)} anchors in {self.timings['head_rows_s']}s, saved as {path.name}")
+        return rows
+
+    def train_step(self):
+        a = self.args
+        idx = torch.randint(len(self.rows), (a.batch * self.n_anchors,), generator=self.row_gen)
+        loss, hit, k = head_loss_rows(self.drafter, self.rows, idx, self.W, gamma=self.gamma, n_neg=a.negatives,
+                                      conf_weight=a.conf_weight if a.variant == "dspark" else 0.0, gen=self.row_gen)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.drafter.head_parameters(), 1.0)
+        self.opt.step()
+        self.opt.zero_grad(set_to_none=True)
+        self.step += 1
+        return {"k": k}, loss, hit
+
+
+class OPDTrainer(VariantTrainer):
+    """--variant opd: Draft-OPD on the greedy responses (module docstring)."""
+
+    def setup(self) -> None:
+        super().setup()
+        self.head = frozen_head(self.W, self.chunk)
+
+    def load_data(self) -> bool:
+        if not super().load_data():
+            return False
+        keep = [i for i, g in enumerate(self.greedy) if g]  # a T=0 rollout commits the target's greedy response
+        self.seqs, self.plens = [self.seqs[i] for i in keep], [self.plens[i] for i in keep]
+        self.data_info["opd_sequences"] = len(keep)
+        return bool(keep)
+
+    def next_batch(self):
+        """--batch greedy sequences and, per sequence, the current drafter's rollout blocks (at most --anchors of
+        them): (sequence indices, sequences, make_batch's tensors plus each row's block's accepted count)."""
+        a, idx = self.args, self.next_indices()
+        seqs, blocks = [self.seqs[i] for i in idx], []
+        for i, s in zip(idx, seqs):
+            match = draft_matches(self.drafter, self.feats, i, s, self.plens[i], head=self.head,
+                                  embed_w=self.embed_w, dtype=self.run_dtype(), autocast=self.autocast)
+            rounds = rollout(match.long().cumprod(dim=1).sum(dim=1).tolist(), self.plens[i], len(s))
+            blocks.append(sorted(self.rng.sample(rounds, min(len(rounds), self.n_anchors))))
+        batch = make_batch(seqs, [[p for p, _ in r] for r in blocks], block_size=self.B, mask_id=a.mask_id, gamma=1.0)
+        acc = torch.zeros(batch["anchors"].shape, dtype=torch.long)
+        for i, r in enumerate(blocks):
+            acc[i, :len(r)] = torch.tensor([x for _, x in r], dtype=torch.long)
+        batch["accepted"] = acc[batch["drow"] // (acc.shape[1] * self.B), batch["slot"]]
+        for key in ("anchors", "block_ids", "position_ids", "drow", "trow", "labels", "k", "accepted"):
+            batch[key] = self._to_dev(batch[key])
+        return idx, seqs, batch
+
+    def loss(self, f, tgt, batch):
+        """The response stream's KL and the rejected stream's k3 estimate (module docstring)."""
+        a = self.args
+        with self.autocast():
+            h = draft_forward(self.drafter, self.embed_w, f, batch, self.run_dtype())
+        H = h.shape[-1]
+        hd, ht = h.reshape(-1, H)[batch["drow"]], tgt[0].reshape(-1, H)[batch["trow"]]
+        k, acc = batch["k"], batch["accepted"]
+        resp, rej = k <= acc + 1, k == acc + 1        # accepted drafts + the correction; the first rejected draft
+        logq = torch.log_softmax((hd[rej].to(self.W.dtype) @ self.W.T).float(), -1)
+        x = logq.detach().argmax(-1)                  # the drafter's greedy token there
+        with torch.no_grad():
+            logp = torch.log_softmax((ht[rej].to(self.W.dtype) @ self.W.T).float(), -1).gather(-1, x[:, None])[:, 0]
+        gw = a.opd_gamma ** acc[rej].float() * a.opd_reject_weight * (x != batch["labels"][rej]).float()
+        Z = (resp.sum() + gw.sum()).clamp_min(1e-9)
+        loss_r, hit = head_loss(hd, ht, batch["labels"], resp.float() / Z, self.W, 1.0, self.chunk)
+        log_r = (logp - logq.gather(-1, x[:, None])[:, 0]).clamp(-20, 20)
+        return loss_r + ((log_r.exp() - log_r - 1).clamp(max=10) * gw).sum() / Z, hit
+
+
+def variant_card(t: VariantTrainer, hw: str, final: bool) -> str:
+    """The model card (README.md) of a variant's export as it stands."""
+    a, di = t.args, t.data_info
+    ev = t.evals[-1] if t.evals else {}
+    first = t.evals[0] if t.evals else {}
+    what = {"domino": f"Domino head (GRU state {a.gru_hidden}, rank {a.head_rank}, pure prefix {a.pure_prefix}) "
+                      "on the frozen backbone",
+            "dspark": f"DSpark head (Markov rank {a.head_rank}, confidence head) on the frozen backbone",
+            "opd": "the whole DFlash drafter, post-trained on policy (Draft-OPD)"}[a.variant]
+    rows = {"target": "SmolLM2-135M-Instruct (embedded GGUF, dequantised)", "trained": what,
+            "backbone / start": a.init_from, "hardware": hw, "steps": t.step,
+            "train wall time": f"{t.train_s / 60:.1f} min", "total wall time": f"{(time.time() - t.t_start) / 60:.1f} min",
+            "data": f"{di['sequences']} target responses ({di['greedy']} greedy, {di['sampled']} sampled T={a.temperature}), "
+                    f"{di['response_tokens']} tokens, {di['prompt_set']}",
+            "batch": f"{a.batch} x {t.n_anchors} anchors", "optimizer": f"AdamW lr {a.lr}, {a.warmup:.0%} warmup, cosine",
+            "final": str(final)}
+    rows.update({f"timing {k}": v for k, v in t.timings.items()})
+    table = "\n".join(f"| {k} | {v} |" for k, v in rows.items())
+    sets = ev.get("by_set", {})
+    per_set = "\n".join(f"| {n} | {first.get('by_set', {}).get(n, '–')} | {v} |" for n, v in sets.items())
+    return f"""# smollm2-135m-{a.variant}-b{t.B}
+
+A {a.variant} drafter for SmolLM2-135M-Instruct (the embedded target of ReAnchor Explorer): {what}.
+Trained by `python -m engine train --variant {a.variant}` (engine/train/variants.py, whose docstring states the
+recipe). Load it like any drafter: `--drafter {t.out}` (the engine picks the class from config.json).
+
+| | |
+|---|---|
+{table}
+
+**tau_sim {first.get('tau_sim', '–')} -> {ev.get('tau_sim', '–')}** (start -> end; greedy, block {t.B}, {ev.get('prompts', 0)}
+held-out prompts, the trainer's proxy for the engine's dflash-mode tau):
+
+| eval set | start | end |
+|---|---|---|
+{per_set}
+
+Share of anchors accepted to depth k = 1..{t.B - 1}: {ev.get('accept_rate_by_depth', [])}.
+"""

@@ -1,0 +1,334 @@
+"""The paper's drafter variants (engine/models/variants.py): Domino and DSpark heads on a DFlash backbone.
+
+Tiny random models in each released format: the sequential head's math (GRU step, teacher forcing = drafting),
+losslessness over every variant x alignment x mode x rule at T=0 in fp32, folders saved in the released formats
+and loaded back through load_models / --drafter, and clear errors for folders that do not fit.
+"""
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+
+from engine.decode import DecodeConfig, Engine
+from engine.decode.drafting import propose
+from engine.errors import InputError
+from engine.models import load_models
+from engine.models.variants import DominoDraftModel, DSparkDraftModel
+from engine.trace import TraceError, validate_trace
+from test_lossless import configs, greedy_reference
+from tiny import save_tiny, tiny_variant_models
+
+VARIANTS = [("domino", False), ("domino", True), ("dspark", False), ("dspark", True)]
+N_NEW = 16
+
+
+def test_gru_step_is_torchs_gru():
+    m = tiny_variant_models("domino", 0)
+    d = m.drafter
+    x = torch.randn(3, 5, d.config.hidden_size)
+    out, _ = d.prefix_gru(x)
+    h = torch.zeros(3, d.prefix_gru.hidden_size)
+    for j in range(5):
+        h = d.gru_step(x[:, j], h)
+        assert torch.allclose(h, out[:, j], atol=1e-5)
+
+
+@pytest.mark.parametrize("variant", ["domino", "dspark"])
+def test_teacher_forcing_computes_what_drafting_does(variant):
+    """The training path (all positions at once, fed the tokens) equals the sequential head that drafted them."""
+    m = tiny_variant_models(variant, 1)
+    d = m.drafter
+    d.use_target_embeddings(m.target.get_input_embeddings().weight)
+    head = m.target.get_output_embeddings()
+    hidden = torch.randn(4, 5, d.config.hidden_size)
+    anchors = torch.tensor([4, 5, 6, 7])
+    p = propose(d, hidden, anchors, head, 0.0, None, True)
+    prev = torch.cat([anchors[:, None], p.tokens[:, :-1]], 1)
+    u, W2 = d.teacher_forced(hidden, prev)
+    want = d.compute_logits(hidden, head).float() + u @ W2.T
+    assert torch.allclose(p.logits, want, atol=1e-4)
+    assert (p.tokens != p.backbone).any(), "the head never changed a token: the test proves little"
+    if variant == "dspark":
+        e, _ = d.teacher_forced(hidden, prev)
+        assert torch.allclose(p.confidence, torch.sigmoid(d.confidence_logit(hidden, e)), atol=1e-5)
+
+
+def test_every_variant_mode_and_rule_is_lossless():
+    """Domino and DSpark, DFlash-aligned and shift-label, every mode and rule: target-only greedy, token for token."""
+    gained = 0
+    for variant, shift in VARIANTS:
+        corrected = 0
+        for seed, prompt in ((0, "ab"), (1, "c a b"), (3, "a")):
+            m = tiny_variant_models(variant, seed, block_size=4 + seed % 3, shift_label=shift)
+            eng = Engine(m, draft_head_dtype=None)
+            assert eng.block_size == m.drafter.block_size + shift  # a shift-label block drafts one more token
+            ids = eng.encode_prompt(prompt)
+            want = greedy_reference(m.target, ids, N_NEW)
+            for mode, rule in configs():
+                run = eng.run(ids, DecodeConfig(mode=mode, rule=rule, max_new_tokens=N_NEW, seed=seed,
+                                                ignore_eos=True))
+                rounds = list(run)
+                assert run.result["output_ids"] == want, (variant, shift, seed, mode, rule)
+                corrected += sum(len(r.get("backbone", [])) for r in rounds)
+                gained += sum(1 for r in rounds for n in r["accepted_nodes"]
+                              if 0 not in [r["paths"][p]["source"] for p in r["trie"]["provenance"][n]])
+                if variant == "dspark" and mode != "ar":
+                    assert all(len(r["confidence"]) == len(r["baseline"]) - 1 for r in rounds)
+            validate_trace(run.trace())
+        assert corrected > 0, f"{variant} never changed a backbone token: the test proves little"
+    assert gained > 0, "no token was ever accepted through a shifted block: the test proves little"
+
+
+@pytest.mark.parametrize("variant", ["domino", "dspark"])
+def test_sampling_draws_from_the_corrected_law(variant):
+    """T > 0: drafts are samples of the corrected logits, and the run still verifies (a trace that validates)."""
+    m = tiny_variant_models(variant, 2)
+    eng = Engine(m, draft_head_dtype=None)
+    run = eng.run(eng.encode_prompt("ab c"), DecodeConfig(mode="reanchor", temperature=0.8, max_new_tokens=12,
+                                                           ignore_eos=True, seed=3))
+    run.finish()
+    validate_trace(run.trace())
+    d = m.drafter
+    p = propose(d, torch.randn(2, 4, d.config.hidden_size), torch.tensor([4, 5]), m.target.get_output_embeddings(),
+                0.8, torch.Generator().manual_seed(0), False)
+    assert torch.allclose(p.probs, torch.softmax(p.logits / 0.8, -1), atol=1e-5)
+
+
+def _drafts(eng, prompt="ab c"):
+    run = eng.run(eng.encode_prompt(prompt), DecodeConfig(mode="reanchor", max_new_tokens=N_NEW, ignore_eos=True))
+    run.finish()
+    return run.trace()
+
+
+@pytest.mark.parametrize("variant, shift", VARIANTS)
+def test_saved_folder_loads_back_through_load_models(tmp_path, variant, shift):
+    m = tiny_variant_models(variant, 3, shift_label=shift)
+    target_dir, _ = save_tiny(tmp_path, "qwen3", 3)
+    m.drafter.save_pretrained(tmp_path / "drafter")
+    cfg = json.loads((tmp_path / "drafter" / "config.json").read_text())
+    assert cfg["architectures"] == [{"domino": "DFlashDraftModel", "dspark": "Qwen3DSparkModel"}[variant]]
+    if variant == "dspark":  # DSpark's released fields sit at the top level
+        assert "dflash_config" not in cfg and cfg["markov_rank"] == 8 and "mask_token_id" in cfg
+    else:
+        assert cfg["dflash_config"]["projector_type"] == "domino"
+    loaded = load_models(str(target_dir), str(tmp_path / "drafter"), "cpu", "float32")
+    assert type(loaded.drafter) is type(m.drafter)
+    a = _drafts(Engine(m, draft_head_dtype=None))
+    b = _drafts(Engine(loaded, draft_head_dtype=None))
+    assert [r["baseline"] for r in a["rounds"]] == [r["baseline"] for r in b["rounds"]]
+
+
+def test_released_key_variants_load(tmp_path):
+    """Domino heads nested under `logit_head.` (early checkpoints) and DSpark's copies of the target's embedding
+    and head (ignored) load; the drafts are the same."""
+    target_dir, _ = save_tiny(tmp_path, "qwen3", 0)
+    for variant, rename in (("domino", lambda k: "logit_head." + k if k.startswith(("prefix_gru", "embed_proj")) else k),
+                            ("dspark", lambda k: k)):
+        m = tiny_variant_models(variant, 0)
+        folder = tmp_path / variant
+        m.drafter.save_pretrained(folder)
+        w = load_file(folder / "model.safetensors")
+        w = {rename(k): v for k, v in w.items()}
+        if variant == "dspark":
+            emb = m.target.get_input_embeddings().weight.detach().clone()
+            w |= {"embed_tokens.weight": emb, "lm_head.weight": emb.clone()}
+        save_file(w, folder / "model.safetensors", metadata={"format": "pt"})
+        loaded = load_models(str(target_dir), str(folder), "cpu", "float32")
+        a = _drafts(Engine(m, draft_head_dtype=None))
+        b = _drafts(Engine(loaded, draft_head_dtype=None))
+        assert [r["baseline"] for r in a["rounds"]] == [r["baseline"] for r in b["rounds"]], variant
+
+
+@pytest.mark.parametrize("variant, field, weight", [
+    ("domino", "gru_hidden_dim", "prefix_gru.weight_hh_l0"), ("domino", "emb_dim", "embed_proj.2.weight"),
+    ("dspark", "markov_rank", "markov_head.markov_w2.weight")])
+def test_a_folder_that_does_not_fit_names_what_is_missing(tmp_path, variant, field, weight):
+    from engine.__main__ import main
+
+    target_dir, _ = save_tiny(tmp_path, "qwen3", 0)
+    m = tiny_variant_models(variant, 0)
+    for what in ("field", "weight"):
+        folder = tmp_path / f"{variant}-{what}"
+        m.drafter.save_pretrained(folder)
+        if what == "field":
+            cfg = json.loads((folder / "config.json").read_text())
+            (cfg["dflash_config"] if variant == "domino" else cfg).pop(field)
+            (folder / "config.json").write_text(json.dumps(cfg))
+        else:
+            w = load_file(folder / "model.safetensors")
+            w.pop(weight)
+            save_file(w, folder / "model.safetensors", metadata={"format": "pt"})
+        with pytest.raises(InputError) as e:
+            load_models(str(target_dir), str(folder), "cpu", "float32")
+        assert e.value.field == "drafter" and (field if what == "field" else weight) in str(e.value)
+        assert main(["generate", "--prompt", "ab", "--target", str(target_dir), "--drafter", str(folder),
+                     "--max-new-tokens", "4"]) == 2
+
+
+def test_head_notes_in_the_trace_schema():
+    m = tiny_variant_models("dspark", 0)
+    tr = _drafts(Engine(m, draft_head_dtype=None))
+    assert any(r["backbone"] for r in tr["rounds"]) and all("confidence" in r for r in tr["rounds"])
+    ids = {int(k) for k in tr["token_texts"]}
+    assert all(b["token"] in ids for r in tr["rounds"] for b in r["backbone"])
+    old = json.loads(json.dumps(tr))
+    for r in old["rounds"]:  # a trace of a plain DFlash drafter: no head notes
+        r.pop("backbone"), r.pop("confidence")
+        for b in r["shifted"]:
+            b.pop("confidence", None)
+    validate_trace(old)
+    for bad in ({"d": 99, "j": 1, "token": 1}, {"d": 0, "j": 0, "token": 1}, {"d": 0, "j": 1}):
+        broken = json.loads(json.dumps(tr))
+        broken["rounds"][0]["backbone"] = [bad]
+        with pytest.raises(TraceError, match="backbone"):
+            validate_trace(broken)
+    broken = json.loads(json.dumps(tr))
+    broken["rounds"][0]["confidence"] = [1.5] * (len(broken["rounds"][0]["baseline"]) - 1)
+    with pytest.raises(TraceError, match="confidence"):
+        validate_trace(broken)
+
+
+def test_classes_come_from_the_config():
+    from engine.models import drafter_class
+
+    assert drafter_class(tiny_variant_models("domino", 0).drafter.config) is DominoDraftModel
+    assert drafter_class(tiny_variant_models("dspark", 0).drafter.config) is DSparkDraftModel
+
+
+def _reference_drafts(d, target, x: list[int], n_in: int, offset: int) -> list[int]:
+    """The released decoders' drafting, written out independently of the engine (no caches, no batching):
+    the drafter over the whole committed context's features and [x_s, MASK...], then the head step by step
+    (Domino: torch's GRU and embed_proj on [z; h]; DSpark: z + W_M E_M[previous])."""
+    s = len(x) - 1
+    with torch.no_grad():
+        out = target(input_ids=torch.tensor([x[:s]]), output_hidden_states=True)
+        ctx = torch.cat([out.hidden_states[l + 1] for l in d.target_layer_ids], -1)
+        block = torch.tensor([[x[s]] + [int(d.mask_token_id)] * (n_in - 1)])
+        emb = target.get_input_embeddings()
+        z = d(target_hidden=ctx, noise_embedding=emb(block), position_ids=torch.arange(s + n_in)[None])[0, offset:]
+        base = target.get_output_embeddings()(z)
+        toks, prev = [], x[s]
+        h = None
+        if isinstance(d, DominoDraftModel):
+            _, h = d.prefix_gru(emb(torch.tensor([[prev]])))
+        for j in range(len(z)):
+            lg = base[j]
+            if isinstance(d, DominoDraftModel) and j >= d.pure_prefix:
+                lg = lg + d.embed_proj(torch.cat([z[j], h[0, 0]]))
+            elif isinstance(d, DSparkDraftModel):
+                lg = lg + d.markov_head.markov_w2(d.markov_head.markov_w1(torch.tensor(prev)))
+            prev = int(lg.argmax())
+            toks.append(prev)
+            if isinstance(d, DominoDraftModel):
+                _, h = d.prefix_gru(emb(torch.tensor([[prev]])), h)
+    return toks
+
+
+@pytest.mark.parametrize("variant, shift", VARIANTS)
+def test_dflash_mode_matches_the_released_decoding(variant, shift):
+    """Every round's drafted block and accepted length, against the released decoders' loop written out here."""
+    m = tiny_variant_models(variant, 5, block_size=5, shift_label=shift)
+    d, target = m.drafter, m.target
+    eng = Engine(m, draft_head_dtype=None)
+    ids = eng.encode_prompt("ab c ba")
+    rounds = list(eng.run(ids, DecodeConfig(mode="dflash", max_new_tokens=24, ignore_eos=True)))
+    x = ids + [rounds[0]["anchor"]]
+    for r in rounds:
+        L = r["block_size"]
+        want = _reference_drafts(d, target, x, L - 1 + (0 if shift else 1), 0 if shift else 1)
+        assert r["baseline"][1:] == want[:L - 1], (r["round"], r["baseline"], want)
+        x = x + r["new_tokens"]
+
+
+def test_confidence_feeds_the_cost_budget():
+    from engine.decode.cost import Budget, Profile, confidence_estimates, survival
+
+    rnd = {"confidence": [0.5, 0.5, 0.5], "shifted": [
+        {"d": 1, "chosen": 1, "confidence": [0.8, 0.5, 0.5]}, {"d": 2, "chosen": None, "confidence": [0.9] * 3},
+        {"d": 3, "chosen": 3, "confidence": [1.0, 0.0, 0.0]}]}
+    assert survival([0.5, 0.5]) == [0.5, 0.25]
+    acc0, gain = confidence_estimates(rnd)
+    assert acc0 == pytest.approx(0.875)
+    # g(1) at site 1: reach 0.5, the baseline fails at 2 w.p. 0.5, then 0.8 + 0.4 + 0.2 expected drafts
+    assert gain == pytest.approx({1: 0.5 * 0.5 * 1.4, 2: 0.0, 3: 0.125 * 1.0 * 1.0})
+    assert confidence_estimates({"shifted": []}) is None
+    # a DSpark run with max_shifted "auto": the budget reads its records' confidence, the run stays lossless
+    m = tiny_variant_models("dspark", 1)
+    eng = Engine(m, draft_head_dtype=None)
+    ids = eng.encode_prompt("ab c")
+    budget = Budget(Profile(eng.block_size, [1, 2, 4], [1.0, 1.5, 2.5], [1, 8, 16], [1.0, 1.2, 1.5]))
+    run = eng.run(ids, DecodeConfig(mode="reanchor", max_shifted="auto", max_new_tokens=N_NEW, ignore_eos=True), budget)
+    run.finish()
+    assert run.result["output_ids"] == greedy_reference(m.target, ids, N_NEW)
+    assert budget.stats.confidence == confidence_estimates(run.rounds[-1])
+    assert budget.stats.acc0() == budget.stats.confidence[0]
+
+
+def test_train_variants_end_to_end(tmp_path):
+    """`python -m engine train --variant domino|dspark|opd` on a tiny target, from a DFlash drafter it trained first:
+    heads train on the frozen backbone (step 0 drafts as the backbone: W2 starts at zero), Draft-OPD trains the
+    whole drafter; each export loads through load_models and decodes losslessly."""
+    from safetensors.torch import load_file
+
+    from engine.__main__ import main
+
+    target_dir, _ = save_tiny(tmp_path, "llama", 0)
+    common = ["train", "--target", str(target_dir), "--data", str(tmp_path / "data"), "--prompts", "8",
+              "--eval-prompts", "2", "--max-new-tokens", "12", "--gen-batch", "4", "--layers", "1", "--block-size", "4",
+              "--mask-id", "3", "--batch", "2", "--anchors", "4", "--max-minutes", "5", "--steps", "3"]
+    assert main(common + ["--out", str(tmp_path / "dflash")]) == 0
+    base = load_file(tmp_path / "dflash" / "model.safetensors")
+    for variant in ("domino", "dspark", "opd"):
+        out = tmp_path / variant
+        assert main(common + ["--no-gen", "--variant", variant, "--init-from", str(tmp_path / "dflash"), "--out", str(out),
+                              "--head-depth", "2", "--negatives", "8", "--head-rank", "8", "--gru-hidden", "16"]) == 0
+        log = json.loads((out / "train_log.json").read_text())
+        start = json.loads((tmp_path / "dflash" / "train_log.json").read_text())["evals"][-1]["tau_sim"]
+        assert log["steps"] == 3 and log["final"] and log["evals"][-1]["by_set"]
+        w = load_file(out / "model.safetensors")
+        moved = [k for k in base if not torch.equal(w[k], base[k])]
+        if variant == "opd":
+            assert moved and log["data"]["opd_sequences"] > 0
+        else:
+            assert moved == [] and log["evals"][0]["tau_sim"] == start  # frozen backbone; a head that starts at zero
+            assert any(k.startswith(("prefix_gru", "markov_head")) for k in w)
+        assert f"# smollm2-135m-{variant}-b4" in (out / "README.md").read_text()
+        m = load_models(str(target_dir), str(out), "cpu", "float32")
+        eng = Engine(m, draft_head_dtype=None)
+        ids = eng.encode_prompt("ab c")
+        run = eng.run(ids, DecodeConfig(mode="reanchor", max_new_tokens=N_NEW, ignore_eos=True))
+        assert run.finish()["output_ids"] == greedy_reference(m.target, ids, N_NEW)
+    assert main(common + ["--no-gen", "--variant", "domino", "--out", str(tmp_path / "x")]) == 2  # no --init-from
+
+
+def test_head_loss_trains_the_head():
+    """On cached rows, the head's loss falls when it overfits a few anchors, and only head weights get gradients."""
+    from engine.train.variants import HeadRows, head_loss_rows
+
+    m = tiny_variant_models("domino", 0, strength=1.0, out_scale=0.0)
+    d, W = m.drafter, m.target.get_output_embeddings().weight.detach()
+    d.use_target_embeddings(m.target.get_input_embeddings().weight.detach())
+    g = torch.Generator().manual_seed(0)
+    N, D, K, V = 6, 3, 4, W.shape[0]
+    z = torch.randn(N, D, d.config.hidden_size, generator=g)
+    tids = torch.stack([torch.randperm(V, generator=g)[:K] for _ in range(N * D)]).view(N, D, K)
+    rows = HeadRows(z.bfloat16(), torch.randint(4, V, (N, D + 1), generator=g), tids.int(),
+                    torch.tensor([8.0, 0.0, 0.0, 0.0]).expand(N, D, K).half(),  # sharp: the loss can fall
+                    torch.einsum("ndh,ndkh->ndk", z.bfloat16().float(), W[tids]).half())
+    d.requires_grad_(False)
+    params = d.head_parameters()
+    for p in params:
+        p.requires_grad_(True)
+    opt = torch.optim.Adam(params, lr=0.05)
+    losses = []
+    for _ in range(30):
+        loss, hit, k = head_loss_rows(d, rows, torch.arange(N), W, gamma=4.0, n_neg=4, conf_weight=0.0, gen=g)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        losses.append(loss.item())
+    assert losses[-1] < 0.5 * losses[0] and len(hit) == len(k) == N * D
+    assert all(p.grad is None for p in d.layers.parameters())
