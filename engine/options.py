@@ -11,6 +11,13 @@ from .errors import InputError
 
 MODES = ("ar", "dflash", "shifted-fixed", "reanchor", "in-block", "extension")
 RULES = ("earliest", "fixed", "random", "latest", "all")
+# How drafts are accepted at T > 0 (at T = 0 both take the target's argmax):
+#   speculative  rejection sampling with the drafter's own law q: accept a draft x with
+#                min(1, p(x)/q(x)), else sample norm(max(p - q, 0)); over a trie, each proposal in
+#                turn against the updated residual (engine/sampling.py). DFlash's own rule.
+#   match        sample-and-match: one target sample y per node, follow the child carrying y
+#                (trie.accept). Also lossless, but it ignores q and accepts less.
+ACCEPTANCE = ("speculative", "match")
 # Shifted blocks per round, as the app offers them: every available offset (the paper), the cost
 # model's budget for this hardware ("auto"), or at most N.
 SHIFTED_WORDS = ("all", "auto")

@@ -27,14 +27,18 @@ class TraceError(ValueError):
 
 def round_record(i: int, s: int, L: int, baseline: list[int], shifted: dict[int, list[int]], info: dict,
                  paths: list, trie, chain: list[int], bonus: int, new: list[int], top1: list[int], m: int,
-                 draft_ms: float, verify_ms: float, round_ms: float) -> dict:
-    """One round as the schema above (engine/CONTRACT.md) records it."""
+                 draft_ms: float, verify_ms: float, round_ms: float,
+                 q: list[list[float]] | None = None) -> dict:
+    """One round as the schema above (engine/CONTRACT.md) records it. `q`: per drafted row
+    (the baseline, then the shifted blocks by d), each draft's probability under the law it was
+    drawn from; None for argmax drafts."""
+    qs = [[min(1.0, float(f"{x:.6g}")) for x in row] for row in q] if q is not None else [None] * (1 + len(shifted))
     return {
         "round": i, "anchor_pos": s, "anchor": baseline[0], "block_size": L,
-        "baseline": baseline,
-        "shifted": [{"d": d, "tokens": shifted[d], "sites": info[d]["sites"],
+        "baseline": baseline, "baseline_q": qs[0],
+        "shifted": [{"d": d, "tokens": shifted[d], "q": qs[r], "sites": info[d]["sites"],
                      "chosen": info[d]["attached"][0] if info[d]["attached"] else None,
-                     "attached": info[d]["attached"]} for d in sorted(shifted)],
+                     "attached": info[d]["attached"]} for r, d in enumerate(sorted(shifted), 1)],
         "paths": [{"source": p.source, "site": p.site, "tokens": p.tokens} for p in paths],
         "trie": {"tokens": trie.tokens, "parents": trie.parents, "depths": trie.depths,
                  "provenance": trie.provenance},
@@ -121,6 +125,16 @@ def _ints(v) -> bool:
     return isinstance(v, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in v)
 
 
+Q_WHAT = "must be null or one probability in (0, 1] per drafted token"
+
+
+def _q_ok(q, tokens: list[int]) -> bool:
+    """A block's q: absent or null (argmax drafts; traces before q was recorded), or one
+    probability per drafted token (tokens[1:])."""
+    return q is None or (isinstance(q, list) and len(q) == len(tokens) - 1 and all(
+        isinstance(x, (int, float)) and not isinstance(x, bool) and 0 < x <= 1 for x in q))
+
+
 def validate_trace(obj) -> dict:
     """Check the structure and the internal consistency that the app relies on."""
     _check(isinstance(obj, dict), "trace", "is not a JSON object")
@@ -150,10 +164,12 @@ def validate_trace(obj) -> dict:
                and len(r["accepted_nodes"]) == r["accepted"] + 1, f"{w}.accepted_nodes",
                "must list the root and the accepted nodes")
         _check(_ints(r["baseline"]) and _ints(r["new_tokens"]), w, "token lists must hold ids")
+        _check(_q_ok(r.get("baseline_q"), r["baseline"]), f"{w}.baseline_q", Q_WHAT)
         for j, b in enumerate(r["shifted"]):
             _check(isinstance(b, dict) and isinstance(b.get("d"), int) and _ints(b.get("tokens"))
                    and _ints(b.get("sites")) and (b.get("chosen") is None or isinstance(b["chosen"], int)),
                    f"{w}.shifted[{j}]", "needs d, tokens, sites, chosen")
+            _check(_q_ok(b.get("q"), b["tokens"]), f"{w}.shifted[{j}].q", Q_WHAT)
         for j, p in enumerate(r["paths"]):
             _check(isinstance(p, dict) and isinstance(p.get("source"), int) and _ints(p.get("tokens")),
                    f"{w}.paths[{j}]", "needs source and tokens")

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from ..errors import InputError
-from ..options import MAX_NEW_TOKENS, MODES, RULES, parse_max_shifted, to_int
+from ..options import ACCEPTANCE, MAX_NEW_TOKENS, MODES, RULES, parse_max_shifted, to_int
 
 
 @dataclass
@@ -17,6 +17,7 @@ class DecodeConfig:
     max_shifted: int | str | None = None   # cap on shifted blocks per round; "auto": the cost budget
     max_trie_nodes: int | None = None      # cap on verified nodes per round
     argmax_drafts: bool = False            # at T>0 draft by argmax instead of sampling
+    acceptance: str = "speculative"        # at T>0: engine.options.ACCEPTANCE
     ignore_eos: bool = False               # run to max_new_tokens (fixed-length benchmarks)
     block_size: int | None = None          # default: the drafter's trained block size
 
@@ -28,6 +29,8 @@ def validate(cfg: DecodeConfig, drafter_block_size: int | None) -> DecodeConfig:
         raise InputError("mode", f"unknown mode {cfg.mode!r} (one of {', '.join(MODES)})")
     if cfg.rule not in RULES:
         raise InputError("rule", f"unknown rule {cfg.rule!r} (one of {', '.join(RULES)})")
+    if cfg.acceptance not in ACCEPTANCE:
+        raise InputError("acceptance", f"unknown acceptance {cfg.acceptance!r} (one of {', '.join(ACCEPTANCE)})")
     try:
         t = float(cfg.temperature)
     except (TypeError, ValueError):

@@ -12,6 +12,7 @@ at T > 0 needs); argmax drafts have no such distribution (a point mass: `probs` 
 """
 from __future__ import annotations
 
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Callable, Protocol
 
@@ -34,7 +35,12 @@ class Drafts:
 
 
 class SequentialHead(Protocol):
-    """What a drafter with its own token choice (a sequential correction head) provides."""
+    """What a drafter with its own token choice (a sequential correction head) provides.
+
+    Speculative sampling (engine/sampling.py) trusts `probs` to be the law each token was drawn
+    from: rows drawn independently of one another, position j from probs[r, j] given the row's
+    tokens before j (so a sequential head returns the conditional it sampled from); None when the
+    tokens are chosen deterministically (point masses)."""
 
     def propose_blocks(self, hidden: torch.Tensor, anchors: torch.Tensor, output_head: Callable,
                        temperature: float, generator: torch.Generator | None, argmax: bool
@@ -52,11 +58,29 @@ def _dflash(drafter, hidden, head, T: float, gen, argmax: bool):
     return logits.argmax(-1), logits, None
 
 
-def _dflash2(drafter, hidden, anchors, head, T: float, argmax: bool):
+@contextmanager
+def _global_rng_from(gen: torch.Generator):
+    """The global RNG of `gen`'s device, seeded from `gen` for the block and restored after: the
+    draws of code that samples with the global RNG follow the run's seed, and nothing else's."""
+    dev = gen.device
+    rng = (torch.cuda.default_generators[dev.index if dev.index is not None else torch.cuda.current_device()]
+           if dev.type == "cuda" else torch.default_generator)
+    state = rng.get_state()
+    rng.manual_seed(int(torch.randint(2**62, (), generator=gen, device=dev)))
+    try:
+        yield
+    finally:
+        rng.set_state(state)
+
+
+def _dflash2(drafter, hidden, anchors, head, T: float, gen, argmax: bool):
     """The package's selector: tokens chosen among each position's top-k given the previous token;
-    its q is over those k candidates (scattered back onto the vocabulary here)."""
+    its q (the law given that token) is over those k candidates, scattered back onto the vocabulary
+    here. It samples with the global RNG, seeded from the run's generator."""
     logits = drafter.compute_logits(hidden, head).float()
-    toks, candidates, q = drafter.candidate_selector.select(hidden, logits, anchors, 0.0 if argmax else T)
+    T = 0.0 if argmax else T
+    with _global_rng_from(gen) if T > 0 else nullcontext():
+        toks, candidates, q = drafter.candidate_selector.select(hidden, logits, anchors, T)
     probs = None
     if q is not None:
         probs = torch.zeros_like(logits).scatter_(-1, candidates, q.float())
@@ -69,5 +93,5 @@ def propose(drafter, hidden: torch.Tensor, anchors: torch.Tensor, head: Callable
     if hasattr(drafter, "propose_blocks"):
         return drafter.propose_blocks(hidden, anchors, head, T, gen, argmax)
     if hasattr(drafter, "candidate_selector"):
-        return _dflash2(drafter, hidden, anchors, head, T, argmax)
+        return _dflash2(drafter, hidden, anchors, head, T, gen, argmax)
     return _dflash(drafter, hidden, head, T, gen, argmax)

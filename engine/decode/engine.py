@@ -14,6 +14,7 @@ from ..trie import Trie, build_trie
 from .config import DecodeConfig, validate
 from .drafting import Drafts, propose
 from .kv import ContextKV
+from .laws import target_law
 from .run import Run
 
 
@@ -178,8 +179,7 @@ class Engine:
         """The target's token: argmax at T=0, else one sample at temperature T."""
         if T == 0:
             return int(logits.argmax())
-        probs = torch.softmax(logits.float() / T, -1)
-        return int(torch.multinomial(probs, 1, generator=gen))
+        return int(torch.multinomial(target_law(logits, T), 1, generator=gen))
 
     # -- profiling hook (the cost budget's hardware profile) ---------------------------------------
     @torch.inference_mode()

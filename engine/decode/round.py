@@ -4,8 +4,10 @@
              at s+d..s+d+L-1 for every retained offset d: one batched drafter call
     attach   g(d) joins g(0) where g(0)[t] == g(d)[0]: path g(0)[..t] ++ g(d)[1..] (attach.py)
     verify   all trie nodes in one target call, node at depth k at position s+k (tree mask)
-    accept   walk from the root along the child carrying the target's token y (trie.accept);
-             a = accepted drafts, the last y is the bonus and the next anchor, s' = s+a+1
+    accept   T = 0: walk from the root along the child carrying the target's argmax y (trie.accept);
+             T > 0: speculative sampling against each draft's law q (engine/sampling.py), or
+             sample-and-match (trie.accept with target samples) when asked for;
+             a = accepted drafts, the last token is the bonus and the next anchor, s' = s+a+1
     retain   the first path through the accepted chain: its nodes past the chain keep their
              features R' and the target's token after each, a'_d, for the next round's g(d)
 
@@ -20,11 +22,14 @@ from typing import TYPE_CHECKING
 import torch
 
 from ..attach import proposal
+from ..sampling import speculative_accept
 from ..trace import round_record
 from ..trie import accept, retained_path
 from .kv import ContextKV
+from .laws import TorchLaws, target_law
 
 if TYPE_CHECKING:
+    from .drafting import Drafts
     from .engine import Engine
 
 
@@ -58,6 +63,7 @@ class RoundConfig:
     max_shifted: int | None
     max_trie_nodes: int | None
     budget: object = None         # engine.decode.cost.Budget or None: picks (k, nodes) per round
+    acceptance: str = "speculative"   # at T > 0 (engine.options.ACCEPTANCE)
 
 
 def start(eng: Engine, prompt_ids: list[int], rc: RoundConfig, seed: int) -> tuple[int, State]:
@@ -79,7 +85,7 @@ def decode_round(eng: Engine, st: State, rc: RoundConfig, index: int) -> tuple[d
     k_cap, node_cap = rc.budget.pick(len(offsets)) if rc.budget else (rc.max_shifted, rc.max_trie_nodes)
     offsets = offsets[:k_cap] if isinstance(k_cap, int) else offsets
 
-    draft_ms = 0.0
+    draft_ms, drafts = 0.0, None
     if L >= 2:  # 1. draft: the baseline and every g(d) in one call
         anchors = [st.x[s]] + [st.a_d[d - 1] for d in offsets]
         drafts = eng.draft(st.ctx, st.ctx_new, st.R[: len(offsets)], anchors, s, L, rc.temperature,
@@ -102,16 +108,31 @@ def decode_round(eng: Engine, st: State, rc: RoundConfig, index: int) -> tuple[d
             sampled[node] = top1[node] if rc.temperature == 0 else eng.pick(logits[node], rc.temperature, st.gen)
         return sampled[node]
 
-    chain, bonus = accept(trie, target_token)  # 4. accept, keep only the accepted nodes' K/V
-    eng.compact(st.cache, s, chain)
+    if rc.temperature > 0 and rc.acceptance == "speculative":  # 4. accept
+        chain, bonus = speculative(paths, trie, logits, drafts, [0] + offsets, rc.temperature, st.gen)
+    else:
+        chain, bonus = accept(trie, target_token)
+    eng.compact(st.cache, s, chain)  # keep only the accepted nodes' K/V
     new, done = commit([trie.tokens[n] for n in chain[1:]] + [bonus], rc, len(st.x))
 
     # 5. retain: the first path through the accepted chain, its nodes past the chain
     rest = trie.path_nodes[retained_path(trie, chain)][len(chain):]
     a_d = [target_token(n) for n in rest]
     rec = round_record(index, s, L, baseline, shifted, info, paths, trie, chain, bonus, new, top1,
-                       len(rest), draft_ms, verify_ms, (eng.sync_time() - t0) * 1e3)
+                       len(rest), draft_ms, verify_ms, (eng.sync_time() - t0) * 1e3,
+                       drafts.q() if drafts is not None else None)
     return rec, replace(st, x=st.x + new, ctx_new=feats[chain], R=feats[rest], a_d=a_d, done=done)
+
+
+def speculative(paths: list, trie, logits: torch.Tensor, drafts: Drafts | None, sources: list[int],
+                T: float, gen: torch.Generator) -> tuple[list[int], int]:
+    """Speculative sampling with p = the target's law at T at each node and q = the law each draft
+    was drawn from (row r of the drafter call drafted g(sources[r]); no law: a point mass)."""
+    row = {d: r for r, d in enumerate(sources)}
+    probs = drafts.probs if drafts is not None else None
+    law_of = (lambda d, j: probs[row[d], j - 1]) if probs is not None else (lambda d, j: None)
+    return speculative_accept(trie, [p.source for p in paths], [p.draws for p in paths],
+                              lambda node: target_law(logits[node], T), law_of, TorchLaws(gen))
 
 
 def commit(new: list[int], rc: RoundConfig, committed: int) -> tuple[list[int], bool]:

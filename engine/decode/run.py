@@ -21,6 +21,7 @@ class Run:
         speculative = cfg.mode != "ar"
         self.round_config = RoundConfig(
             mode=cfg.mode, rule=cfg.rule, temperature=cfg.temperature, argmax_drafts=cfg.argmax_drafts,
+            acceptance=cfg.acceptance,
             block_size=cfg.block_size if speculative else 1, max_len=len(prompt_ids) + cfg.max_new_tokens,
             stops=frozenset() if cfg.ignore_eos else frozenset(engine.stop_ids),
             max_shifted=cfg.max_shifted if cfg.max_shifted != "auto" else None,
