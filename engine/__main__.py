@@ -7,7 +7,7 @@ import sys
 
 from .bench.main import add_bench_args
 from .errors import InputError
-from .options import add_model_args, models_from_args, parse_max_shifted
+from .options import ACCEPTANCE, add_model_args, models_from_args, parse_max_shifted
 from .train.main import add_train_args
 
 
@@ -17,6 +17,8 @@ def add_generate_args(sub) -> None:
     p.add_argument("--mode", default="reanchor")
     p.add_argument("--rule", default="earliest")
     p.add_argument("--temperature", type=float, default=0.0)
+    p.add_argument("--acceptance", default="speculative",
+                   help="at T>0: " + " or ".join(ACCEPTANCE) + " (engine/options.py)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--max-new-tokens", type=int, default=128)
     p.add_argument("--max-shifted", default=None, help="shifted blocks per round: all (default), auto or K")
@@ -36,7 +38,7 @@ def generate_main(a) -> int:
 
     if not a.prompt.strip():  # fail before loading models
         raise InputError("prompt", "is empty")
-    cfg = DecodeConfig(mode=a.mode, rule=a.rule, temperature=a.temperature, seed=a.seed,
+    cfg = DecodeConfig(mode=a.mode, rule=a.rule, temperature=a.temperature, seed=a.seed, acceptance=a.acceptance,
                        max_new_tokens=a.max_new_tokens, max_shifted=parse_max_shifted(a.max_shifted),
                        max_trie_nodes=a.max_trie_nodes, block_size=a.block_size,
                        ignore_eos=a.ignore_eos)

@@ -13,7 +13,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from engine.bench import main as bench
 from engine.bench import sets
-from engine.options import parse_csv, parse_max_shifted
+from engine.options import ACCEPTANCE, parse_csv, parse_max_shifted
 from engine.errors import InputError
 from engine.trace import load_trace
 
@@ -89,6 +89,27 @@ def test_block_size_flag(tiny_dirs):
         assert {len(r["baseline"]) for r in t["rounds"]} <= {1, 2, 3, 4} and len(t["rounds"][0]["baseline"]) == 4
 
 
+def test_bench_at_t1_with_both_acceptance_rules(tiny_dirs):
+    """The paper's T=1 columns: sampled runs, both acceptance rules side by side, no lossless share."""
+    tmp, target, drafter, prompts = tiny_dirs
+    out = tmp / "out-t1"
+    from engine.__main__ import main  # in process: the CLI's own path, without a second interpreter
+    assert main(["bench", "--prompts", str(prompts), "--target", str(target), "--drafter", str(drafter),
+                 "--max-new-tokens", "12", "--modes", "ar,dflash,reanchor", "--temperature", "1",
+                 "--acceptance", "speculative,match", "--traces", "--out", str(out)]) == 0
+    res = json.loads((out / "results.json").read_text())
+    runs = {r["label"]: r for r in res["runs"]}
+    assert list(runs) == ["ar", "dflash", "dflash-match", "reanchor", "reanchor-match"]
+    assert all(r["lossless"] is None and r["temperature"] == 1.0 for r in runs.values())
+    assert runs["reanchor-match"]["tau_vs_dflash"] == pytest.approx(
+        runs["reanchor-match"]["tau"] / runs["dflash-match"]["tau"])
+    t = load_trace(out / "traces" / "tiny" / "dflash-match" / "p2.json")
+    assert t["config"]["acceptance"] == "match" and t["config"]["temperature"] == 1.0
+    assert all(r["baseline_q"] is not None for r in t["rounds"] if r["block_size"] >= 2)
+    md = (out / "report.md").read_text()
+    assert "## Acceptance rule" in md and "lossless share is not defined" in md
+
+
 def test_report_and_figure(bench_out):
     md = (bench_out / "report.md").read_text()
     for title in ("Table 2", "Table 4", "Table 5", "Table 6", "Table 7", "Table 8", "Table 1",
@@ -147,6 +168,11 @@ def test_variants_and_bad_input(tmp_path):
     assert [(v.label, v.mode, v.rule, v.max_shifted) for v in vs] == [
         ("ar", "ar", "earliest", None), ("reanchor", "reanchor", "earliest", 3),
         ("reanchor-latest", "reanchor", "latest", 3), ("reanchor-auto", "reanchor", "earliest", "auto")]
+    vs = bench.variants(["ar", "dflash"], ["earliest"], None, ["speculative", "match"])
+    assert [(v.label, v.acceptance) for v in vs] == [("ar", "speculative"), ("dflash", "speculative"),
+                                                      ("dflash-match", "match")]
+    with pytest.raises(InputError, match="acceptance"):
+        parse_csv("speculative,greedy", ACCEPTANCE, "acceptance")
     assert parse_max_shifted("auto") == "auto" and parse_max_shifted("none") is None
     assert parse_max_shifted("all") is None and parse_max_shifted("3") == 3
     with pytest.raises(InputError, match="max_shifted"):

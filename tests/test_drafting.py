@@ -35,15 +35,15 @@ from tiny import tiny_models
 N_NEW = 28
 
 
-def recorded_run(kind: str, seed: int, prompt: str = "ab c ba"):
-    """A reanchor run at T=0 with every drafter call's Drafts kept: (engine, prompt ids, output ids,
-    [(round record, its Drafts)] for the rounds that drafted)."""
-    m = tiny_models(kind, seed, block_size=6)
+def recorded_run(kind: str, seed: int, T: float = 0.0, prompt: str = "ab c ba"):
+    """A reanchor run with every drafter call's Drafts kept: (engine, prompt ids, output ids,
+    [(round record, its Drafts)] for the rounds that drafted, every round)."""
+    m = tiny_models(kind, seed, block_size=6, init=0.5 if T == 0 else 0.12)
     eng = Engine(m, draft_head_dtype=None)  # fp32 vocabulary projection: comparable to 1e-4
     calls, draft = [], eng.draft
     eng.draft = lambda *a, **k: calls.append(draft(*a, **k)) or calls[-1]
     ids = eng.encode_prompt(prompt)
-    run = eng.run(ids, DecodeConfig(mode="reanchor", max_new_tokens=N_NEW, ignore_eos=True))
+    run = eng.run(ids, DecodeConfig(mode="reanchor", temperature=T, max_new_tokens=N_NEW, ignore_eos=True))
     rounds = list(run)
     drafted = [r for r in rounds if r["block_size"] >= 2]
     assert len(drafted) == len(calls)
@@ -79,10 +79,10 @@ def standalone_draft(eng: Engine, context: torch.Tensor, anchor: int, start: int
     return d.compute_logits(out[:, 1:], eng.draft_head).float()[0]
 
 
-def shifted_rounds(kind: str, seed: int):
+def shifted_rounds(kind: str, seed: int, T: float = 0.0):
     """Per round with shifted blocks: (engine, record, Drafts, committed x[<s], retained tokens,
     reference logits and features over x[<s] + retained)."""
-    eng, ids, out, pairs, rounds = recorded_run(kind, seed)
+    eng, ids, out, pairs, rounds = recorded_run(kind, seed, T)
     x = ids + out
     prev = {r["round"]: r for r in rounds}
     found = 0
@@ -137,3 +137,28 @@ def test_baseline_row_ignores_retained_features(kind, seed):
             alone = Engine.draft(eng, ContextKV(), feats[:s], feats[s:s], anchors[:1], s, L, 0.0, gen, True)
             batched = Engine.draft(eng, ContextKV(), feats[:s], feats[s: s + k], anchors, s, L, 0.0, gen, True)
             torch.testing.assert_close(batched.logits[0], alone.logits[0], rtol=1e-5, atol=1e-5)
+
+
+def test_sampled_drafts_carry_their_laws(monkeypatch):
+    """T=1: each row's law is softmax(its standalone logits / T) (Drafts.probs), the trace's q is
+    that law at the drafted token, and speculative sampling gets row d's law for g(d)[j]."""
+    import engine.decode.round as round_module
+
+    handed = []  # per verified round: (sources, draws, law_of) as the round hands them over
+    accept = round_module.speculative_accept
+    monkeypatch.setattr(round_module, "speculative_accept",
+                        lambda trie, src, dr, tgt, law_of, laws: handed.append((dr, law_of))
+                        or accept(trie, src, dr, tgt, law_of, laws))
+    with torch.no_grad():
+        for eng, rec, drafts, x, ret, logits, feats in shifted_rounds("qwen3", 0, T=1.0):
+            s, L = rec["anchor_pos"], rec["block_size"]
+            draws, law_of = handed[rec["round"]]
+            blocks = [(0, x[s], rec["baseline_q"], drafts.tokens[0])] + [
+                (b["d"], b["tokens"][0], b["q"], b["tokens"]) for b in rec["shifted"]]
+            for r, (d, anchor, q, toks) in enumerate(blocks):
+                law = torch.softmax(standalone_draft(eng, feats[: s + d], anchor, s + d, L), -1)
+                torch.testing.assert_close(drafts.probs[r], law, rtol=1e-4, atol=1e-6)
+                want = [float(law[j - 1, toks[j]]) for j in range(1, L)]
+                assert q == pytest.approx(want, rel=1e-4), (rec["round"], d)
+                for j in {j for path in draws for src, j in path[1:] if src == d}:
+                    torch.testing.assert_close(law_of(d, j), law[j - 1], rtol=1e-4, atol=1e-6)

@@ -23,8 +23,8 @@ from pathlib import Path
 
 from .. import analyses as A
 from ..errors import InputError
+from ..options import ACCEPTANCE, RULES, add_model_args, models_from_args, parse_csv, parse_max_shifted
 from ..options import MODES as ENGINE_MODES
-from ..options import RULES, add_model_args, models_from_args, parse_csv, parse_max_shifted
 from .report import write_report
 from .sets import PER_SET, SETS, load_set, read_jsonl, sample_prompts
 
@@ -41,9 +41,21 @@ class Variant:
     mode: str
     rule: str
     max_shifted: int | str | None
+    acceptance: str = "speculative"
 
 
-def variants(modes: list[str], rules: list[str], max_shifted) -> list[Variant]:
+def variants(modes: list[str], rules: list[str], max_shifted, acceptances=("speculative",)) -> list[Variant]:
+    """What to run, in column order; each acceptance rule after the other per variant (labels of
+    sample-and-match variants end in -match; `ar` drafts nothing, so it has one)."""
+    out = []
+    for v in _variants(modes, rules, max_shifted):
+        out += [v] if v.mode == "ar" else [
+            v if a == "speculative" else Variant(f"{v.label}-{a}", v.mode, v.rule, v.max_shifted, a)
+            for a in acceptances]
+    return out
+
+
+def _variants(modes: list[str], rules: list[str], max_shifted) -> list[Variant]:
     out = []
     for mode in modes:
         if mode == "reanchor":
@@ -70,7 +82,8 @@ def plan(args) -> tuple[list[Variant], dict[str, list[dict]]]:
     set_names = parse_csv(args.sets, SETS, "sets") if args.sets or not args.prompts else []
     modes = parse_csv(args.modes, MODES + RULE_MODES, "modes")
     rules = parse_csv(args.rules, RULES, "rules") or ["earliest"]
-    todo = list({v.label: v for v in variants(modes, rules, parse_max_shifted(args.max_shifted))}.values())
+    accs = parse_csv(args.acceptance, ACCEPTANCE, "acceptance") or ["speculative"]
+    todo = list({v.label: v for v in variants(modes, rules, parse_max_shifted(args.max_shifted), accs)}.values())
     if not todo:
         raise InputError("modes", "nothing to run")
     sets = {s: sample_prompts(load_set(s), args.n, args.seed) for s in set_names}
@@ -86,7 +99,7 @@ def decode_config(args, v: Variant, max_new: int):
     from ..decode import DecodeConfig
 
     return DecodeConfig(mode=v.mode, rule=v.rule, temperature=args.temperature, seed=args.seed,
-                        max_new_tokens=max_new, max_shifted=v.max_shifted,
+                        acceptance=v.acceptance, max_new_tokens=max_new, max_shifted=v.max_shifted,
                         max_trie_nodes=None if v.mode in ("ar", "dflash") else args.max_trie_nodes,
                         ignore_eos=args.ignore_eos, block_size=args.block_size)
 
@@ -218,13 +231,15 @@ def aggregate(done: dict[str, list[tuple[str, dict[str, dict]]]], todo: list[Var
             new = sum(t["stats"]["new_tokens"] for t in trs)
             wall = sum(t["stats"]["wall_s"] for t in trs)
             row[v.label] = {"set": set_name, "mode": v.mode, "rule": v.rule, "label": v.label,
-                            "max_shifted": v.max_shifted, "temperature": temperature, "n": len(trs),
+                            "max_shifted": v.max_shifted, "acceptance": v.acceptance,
+                            "temperature": temperature, "n": len(trs),
                             "tau": A.tau(trs), "rounds": sum(len(t["rounds"]) for t in trs),
                             "new_tokens": new, "wall_s": wall,
                             "tokens_per_s": new / wall if wall > 0 else None}
             an[set_name][v.label] = A.summarize(trs)
-        ar, dfl = row.get("ar"), row.get("dflash")
-        for label, r in row.items():
+        ar = row.get("ar")
+        for label, r in row.items():  # each against DFlash under the same acceptance rule
+            dfl = row.get("dflash" if r["acceptance"] == "speculative" else f"dflash-{r['acceptance']}")
             r["speedup_vs_ar"] = _ratio(r["tokens_per_s"], ar and ar["tokens_per_s"])
             r["tau_vs_dflash"] = _ratio(r["tau"], dfl and dfl["tau"])
             r["speed_vs_dflash"] = _ratio(r["tokens_per_s"], dfl and dfl["tokens_per_s"])
@@ -253,6 +268,9 @@ def add_bench_args(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--rules", default="earliest",
                    help="attachment rules for reanchor, comma list of " + ", ".join(RULES))
     p.add_argument("--temperature", type=float, default=0.0)
+    p.add_argument("--acceptance", default="speculative",
+                   help="acceptance rules at T>0, comma list of " + ", ".join(ACCEPTANCE)
+                   + " (match variants are labelled <mode>-match)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--max-new-tokens", type=int, default=128)
     add_model_args(p)
