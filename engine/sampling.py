@@ -35,7 +35,10 @@ for any token fixed before the coins, since one may condition on it.)
 - Under a trie node cap a path's length in the trie depends on its tokens (a token matching an
   existing node fits, a new one may not): only paths that fit whole (Trie.whole) use their laws.
 Drafters and tree builders plug in through `law_of(source, j)`: a law, or None for a
-deterministic proposal, so sampled and deterministic proposals mix in one trie.
+deterministic proposal, so sampled and deterministic proposals mix in one trie. A deterministic
+proposal (a top-k child, an argmax draft) may depend on the round's state and on the tokens of its
+own path before it, never on a sampled draw the walk may still test (tests/test_spec_sampling.py
+computes the law of a round exactly: extend it with any new kind of proposal).
 """
 from __future__ import annotations
 

@@ -198,8 +198,8 @@ def budget_tables(R: Results) -> list[str]:
 
 def write_report(results: dict, out: Path) -> str:
     R = Results(results)
-    md = (header(R) + table2(R) + table_acceptance(R) + tables_4_7(R) + table5(R) + table6(R) + table8(R) + table1_figure2(R, out)
-          + budget_tables(R))
+    md = (header(R) + table2(R) + table_acceptance(R) + tables_4_7(R) + table5(R) + table6(R) + table8(R)
+          + table1_figure2(R, out) + budget_tables(R))
     if R.cfg.get("skipped"):
         md += [f"\nSkipped prompts: {len(R.cfg['skipped'])} ({R.cfg['skipped'][0]['error']}...)"]
     text = "\n".join(md) + "\n"
