@@ -16,11 +16,13 @@ Breakages each test was seen to catch (applied by hand to engine/decode, then re
 (b) the shifted blocks sit at the baseline's positions s .. s+L-1 (Engine.draft's positions):
     test_drafted_rows_equal_standalone_drafter;
 (c) a_d is the rejected draft itself instead of the target's token after retained node d
-    (round.decode_round): test_anchors_are_the_targets_predictions (and the rows test);
+    (round.decode_round): test_anchors_are_the_targets_predictions;
 (d) ours: an off-by-one in the mask, row d seeing R[0..d] (`<= d`):
+    test_drafted_rows_equal_standalone_drafter, test_baseline_row_ignores_retained_features;
+(e) ours: R kept from the wrong nodes (node n-1 for each retained node n):
     test_drafted_rows_equal_standalone_drafter;
-(e) ours: R kept from the wrong nodes (the accepted chain's instead of the retained path's):
-    test_drafted_rows_equal_standalone_drafter.
+and at T=1 (test_sampled_drafts_carry_their_laws): speculative sampling handed the baseline's law
+for every block, or the law of the next position; Drafts.probs not the law the drafts came from.
 """
 from __future__ import annotations
 

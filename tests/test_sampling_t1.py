@@ -7,6 +7,11 @@
 - `dflash` mode's acceptance equals the `dflash` package's dflash_generate (rejection sampling)
   in law: per-run mean acceptance over many seeds, same prompts; the same statistic rejects
   sample-and-match. Speculative sampling accepts more than sample-and-match in reanchor mode too.
+
+Breakages seen to fail here (by hand, then reverted): the residual p instead of max(p - q, 0) and
+drafts' laws recorded at 2T (most modes' law tests); DFlash 2's q scattered onto the wrong
+candidates (the DFlash 2 law test); its selector left on the unseeded global RNG (the seed test).
+The exact walk itself is tests/test_spec_sampling.py's.
 """
 from __future__ import annotations
 
@@ -100,6 +105,20 @@ def test_dflash2_round_follows_the_target_law():
     """DFlash 2's selector: q given the previous token, over its top-k (scattered); global RNG."""
     recs = law_case(dflash2_models(1, init=0.12), "reanchor", "earliest")
     assert all(0 < q <= 1 for r in recs for q in r["baseline_q"])
+
+
+def test_dflash2_runs_follow_the_seed_and_leave_the_global_rng():
+    """Its selector samples with the global RNG: the engine seeds that from the run's generator
+    and restores it, so a seed gives one output and callers' global draws are untouched."""
+    eng = Engine(dflash2_models(1, init=0.12))
+    ids = eng.encode_prompt("ab c")
+    torch.manual_seed(0)
+    before = torch.rand(3)
+    torch.manual_seed(0)
+    outs = [eng.run(ids, DecodeConfig(mode="reanchor", temperature=1.0, seed=3, max_new_tokens=12,
+                                      ignore_eos=True)).finish()["output_ids"] for _ in range(3)]
+    assert torch.equal(torch.rand(3), before)
+    assert outs[0] == outs[1] == outs[2]
 
 
 def per_run_acceptance(runs) -> tuple[float, float]:
