@@ -1,6 +1,7 @@
 """Speculative sampling over a trie at T > 0: the "speculative" acceptance (engine.options.ACCEPTANCE).
 
-Lossless like sample-and-match (trie.accept), and it accepts more whenever drafts are sampled.
+Lossless like sample-and-match (trie.accept), and it accepts more when drafts are sampled: a
+single draft from q passes with probability sum_x min(p, q)(x), against sum_x p(x) q(x).
 Pure Python. Laws (the target's and the drafter's distributions) are opaque objects here, and a
 Laws object does their arithmetic: engine/decode/laws.py on torch rows, the tests on exact lists.
 
