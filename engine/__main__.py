@@ -6,6 +6,7 @@ import json
 import sys
 
 from .bench.main import add_bench_args
+from .bench.sweep import add_sweep_args
 from .errors import InputError
 from .options import add_model_args, models_from_args, parse_max_shifted
 from .train.main import add_train_args
@@ -58,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m engine", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     add_generate_args(sub)
-    add_bench_args(sub)
+    add_sweep_args(add_bench_args(sub))
     add_train_args(sub)
     a = parser.parse_args(argv)
     try:

@@ -161,8 +161,12 @@ def validate_trace(obj) -> dict:
 
 
 def save_trace(path: str | os.PathLike, trace: dict) -> None:
-    with open(path, "w", encoding="utf-8") as f:
+    """Atomic: a file at `path` is always a whole trace (an interrupted bench or sweep, resumed, trusts
+    what it finds)."""
+    tmp = f"{os.fspath(path)}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
         json.dump(trace, f, ensure_ascii=False, separators=(",", ":"))
+    os.replace(tmp, path)
 
 
 def load_trace(path: str | os.PathLike, max_bytes: int = MAX_TRACE_BYTES) -> dict:

@@ -23,13 +23,10 @@ PROMPTS = [{"id": "p/1", "prompt": "abc dea, fig?"}, {"id": "p2", "prompt": "jig
 
 @pytest.fixture(scope="module")
 def tiny_dirs(tmp_path_factory):
-    from tiny import save_tiny
+    from tiny import save_tiny_bench
 
     tmp = tmp_path_factory.mktemp("bench")
-    target, drafter = save_tiny(tmp)
-    prompts = tmp / "tiny.jsonl"
-    prompts.write_text("".join(json.dumps(p) + "\n" for p in PROMPTS))
-    return tmp, target, drafter, prompts
+    return (tmp, *save_tiny_bench(tmp, PROMPTS))
 
 
 @pytest.fixture(scope="module")

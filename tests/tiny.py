@@ -69,3 +69,13 @@ def save_tiny(path: Path, kind: str = "llama", seed: int = 0, block_size: int = 
     m.tokenizer.save_pretrained(t)
     m.drafter.save_pretrained(d)
     return t, d
+
+
+def save_tiny_bench(path: Path, prompts: list[dict]) -> tuple[Path, Path, Path]:
+    """save_tiny plus a JSONL prompt set: (target, drafter, prompts file) for `python -m engine bench`."""
+    import json
+
+    target, drafter = save_tiny(path)
+    file = Path(path) / "tiny.jsonl"
+    file.write_text("".join(json.dumps(p) + "\n" for p in prompts))
+    return target, drafter, file

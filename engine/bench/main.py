@@ -106,13 +106,18 @@ def run_prompt(eng, ids: list[int], todo: list[Variant], args, max_new: int, on_
     return traces
 
 
+def trace_path(out: Path, set_name: str, label: str, prompt_id: str) -> Path:
+    """Where one prompt's trace of one variant goes (the sweep's --resume looks here too)."""
+    return out / "traces" / set_name / label / f"{_safe(prompt_id)}.json"
+
+
 def save_traces(out: Path, set_name: str, prompt_id: str, traces: dict[str, dict]) -> None:
     from ..trace import save_trace
 
     for label, tr in traces.items():
-        d = out / "traces" / set_name / label
-        d.mkdir(parents=True, exist_ok=True)
-        save_trace(d / f"{_safe(prompt_id)}.json", tr)
+        path = trace_path(out, set_name, label, prompt_id)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        save_trace(path, tr)
 
 
 def prepare(eng, todo: list[Variant], sets: dict[str, list[dict]], args) -> None:
@@ -159,16 +164,21 @@ def run_sets(eng, todo: list[Variant], sets: dict[str, list[dict]], args, out: P
     return done, skipped, False
 
 
-def run_config(args, eng, todo: list[Variant], load_s: float, interrupted: bool, skipped: list[dict]) -> dict:
-    """The results' "config": the flags, what was loaded, the hardware, the date."""
-    config = {k: v for k, v in vars(args).items() if k != "func"}
+def engine_info(eng, args) -> dict:
+    """What was loaded, on what hardware (results' config; a sweep's workers report it too)."""
     m = eng.models
-    config.update(target_name=m.target_name, drafter_name=m.drafter_name, device_used=str(m.device),
-                  dtype_used=str(m.dtype).replace("torch.", ""),
-                  block_size=args.block_size or eng.block_size, variants=[vars(v) for v in todo],
-                  per_set_sample=PER_SET, load_s=round(load_s, 2), interrupted=interrupted,
-                  skipped=skipped, hardware=_hardware(m.device), torch=_torch_version(),
-                  date=time.strftime("%Y-%m-%d %H:%M:%S %Z"))
+    return dict(target_name=m.target_name, drafter_name=m.drafter_name, device_used=str(m.device),
+                dtype_used=str(m.dtype).replace("torch.", ""), block_size=args.block_size or eng.block_size,
+                hardware=_hardware(m.device), torch=_torch_version())
+
+
+def run_config(args, info: dict, todo: list[Variant], load_s: float, interrupted: bool,
+               skipped: list[dict]) -> dict:
+    """The results' "config": the flags, what was loaded (engine_info), the hardware, the date."""
+    config = {k: v for k, v in vars(args).items() if k != "func"}
+    config.update(info)
+    config.update(variants=[vars(v) for v in todo], per_set_sample=PER_SET, load_s=round(load_s, 2),
+                  interrupted=interrupted, skipped=skipped, date=time.strftime("%Y-%m-%d %H:%M:%S %Z"))
     return config
 
 
@@ -182,7 +192,8 @@ def run_bench(args) -> dict:
     load_s = time.perf_counter() - t_load
     prepare(eng, todo, sets, args)
     done, skipped, interrupted = run_sets(eng, todo, sets, args, Path(args.out))
-    results = aggregate(done, todo, args.temperature, run_config(args, eng, todo, load_s, interrupted, skipped))
+    config = run_config(args, engine_info(eng, args), todo, load_s, interrupted, skipped)
+    results = aggregate(done, todo, args.temperature, config)
     if any(v.max_shifted == "auto" for v in todo):
         results["cost"] = engine_profile(eng).as_dict()
     return results
@@ -268,11 +279,21 @@ def add_bench_args(subparsers) -> argparse.ArgumentParser:
 
 
 def main(args) -> int:
+    write_results(start_out(args), run_bench(args))
+    return 0
+
+
+def start_out(args) -> Path:
+    """Checks what plan() does not, then makes the output folder."""
     if args.n is not None and args.n < 1:
         raise InputError("n", f"must be at least 1, got {args.n}")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    results = run_bench(args)
+    return out
+
+
+def write_results(out: Path, results: dict) -> None:
+    """DIR/results.json (atomically) and, when a prompt finished, DIR/report.md and Figure 2."""
     tmp = out / "results.json.tmp"
     tmp.write_text(json.dumps(results, indent=1), encoding="utf-8")
     os.replace(tmp, out / "results.json")
@@ -281,5 +302,3 @@ def main(args) -> int:
         print(f"wrote {out / 'results.json'} and {out / 'report.md'}", file=sys.stderr)
     else:
         print(f"no prompt finished; wrote {out / 'results.json'}", file=sys.stderr)
-    return 0
-

@@ -185,6 +185,10 @@ def write_report(results: dict, out: Path) -> str:
           + budget_tables(R))
     if R.cfg.get("skipped"):
         md += [f"\nSkipped prompts: {len(R.cfg['skipped'])} ({R.cfg['skipped'][0]['error']}...)"]
+    if R.cfg.get("failed"):  # a Ray sweep's jobs given up after repeated failures (not in the tables)
+        md += [f"\nFailed jobs, not in the tables: {len(R.cfg['failed'])} ("
+               + ", ".join(f"{f['set']}/{f['id']}" for f in R.cfg["failed"][:10])
+               + f"; {R.cfg['failed'][0]['errors'][-1]}). `--resume` runs them again."]
     text = "\n".join(md) + "\n"
     (out / "report.md").write_text(text, encoding="utf-8")
     return text
