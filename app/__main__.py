@@ -6,8 +6,10 @@ up at once and loads the models in a background thread (the status line shows pr
 from __future__ import annotations
 
 import argparse
+import errno
 import logging
 import os
+import socket
 import sys
 
 # Offline by construction, set before gradio / transformers / huggingface_hub are imported. Forced, not
@@ -75,6 +77,20 @@ def launch(args: argparse.Namespace, block: bool = True):
     return demo, loader
 
 
+def bind_error(host: str, port: int) -> str | None:
+    """Why host:port cannot be served, checked before loading anything (None: it can). SO_REUSEADDR as
+    the server's own socket, so a port a closed server left in TIME_WAIT counts as free."""
+    try:
+        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind((host, port))
+    except OSError as e:
+        if e.errno == errno.EADDRINUSE:
+            return f"port: {host}:{port} is in use; pick another with --port"
+        return f"host: cannot serve on {host}:{port} ({e.strerror or e})"
+    return None
+
+
 def main(argv=None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     args = parse_args(argv)
@@ -82,11 +98,14 @@ def main(argv=None) -> int:
         if value is not None and (value <= 0 or (name == "port" and value >= 65536)):
             print(f"error: {name}: {value} is out of range", file=sys.stderr)
             return 2
-    try:
-        launch(args)
-    except OSError as e:  # the port is taken (Gradio: "Cannot find empty port"), or the address is not ours
-        why = "is in use" if "empty port" in str(e) else f"cannot be served ({e.strerror or e})"
-        print(f"error: port: {args.host}:{args.port} {why}; pick another with --port", file=sys.stderr)
+    why = bind_error(args.host, args.port)
+    if why is None:
+        try:
+            launch(args)
+        except OSError:  # taken meanwhile (Gradio: "Cannot find empty port in range")
+            why = bind_error(args.host, args.port) or f"port: {args.host}:{args.port} is in use"
+    if why:
+        print(f"error: {why}", file=sys.stderr)
         return 2
     return 0
 

@@ -110,6 +110,9 @@ def mend_pieces(pieces: list[str], text: str | None) -> list[str]:
     return out
 
 
+MAX_PIECE = 200  # characters shown per token (a real one has a few; a loaded trace may say anything)
+
+
 def trace_pieces(trace: dict) -> tuple[list[str], list[str]]:
     """(per prompt token, per generated token) the text the view shows: the trace's own pieces when it
     has them for every token, else each token's decoded piece, mended against the decoded text."""
@@ -118,8 +121,7 @@ def trace_pieces(trace: dict) -> tuple[list[str], list[str]]:
     for ids, key, whole in ((trace.get("prompt_ids", []), "prompt_pieces", "prompt_text"),
                             (generated_ids(trace), "output_pieces", "text")):
         given = trace.get(key)
-        if isinstance(given, list) and len(given) == len(ids):
-            out.append(given)
-        else:
-            out.append(mend_pieces([piece(texts, t) for t in ids], trace.get(whole)))
+        if not (isinstance(given, list) and len(given) == len(ids)):
+            given = mend_pieces([piece(texts, t) for t in ids], trace.get(whole))
+        out.append([p if len(p) <= MAX_PIECE else p[:MAX_PIECE - 1] + "…" for p in given])
     return out[0], out[1]

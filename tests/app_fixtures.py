@@ -147,10 +147,10 @@ class AppProcess:
         self._log.close()
 
 
-def launched_app(args: list[str], tmp_path_factory, wait_model: bool = False):
+def launched_app(args: list[str], tmp_path_factory, wait_model: bool = False, env: dict[str, str] | None = None):
     """Yields `python -m app ARGS` once it serves (and, with wait_model, its model is loaded): a module
-    fixture's body."""
-    proc = AppProcess(args, tmp_path_factory.mktemp("applog") / "app.log")
+    fixture's body. `env` adds environment variables."""
+    proc = AppProcess(args, tmp_path_factory.mktemp("applog") / "app.log", env=env)
     try:
         proc.wait_up()
         if wait_model:
