@@ -1,4 +1,4 @@
-"""python -m engine {generate,bench,train}: bad input exits 2 with one line naming the field."""
+"""python -m engine {generate,bench,train,check-trace}: bad input exits 2 with one line naming the field."""
 from __future__ import annotations
 
 import argparse
@@ -55,12 +55,32 @@ def generate_main(a) -> int:
     return 0
 
 
+def add_check_args(sub) -> None:
+    p = sub.add_parser("check-trace", help="validate trace files as the app loads them (exit 2 naming the first "
+                                           "bad field)")
+    p.add_argument("files", nargs="+")
+    p.set_defaults(func=check_main)
+
+
+def check_main(a) -> int:
+    from .trace import TraceError, load_trace
+
+    for f in a.files:
+        try:
+            t = load_trace(f)
+        except TraceError as e:
+            raise TraceError(f"{f}: {e.field}", e.message) from None
+        print(f"{f}: valid, {len(t['rounds'])} rounds, {len(t['output_ids'])} tokens")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m engine", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     add_generate_args(sub)
     add_sweep_args(add_bench_args(sub))
     add_train_args(sub)
+    add_check_args(sub)
     a = parser.parse_args(argv)
     try:
         return a.func(a) or 0

@@ -31,10 +31,16 @@ def _rate(num: float, den: float) -> float | None:
     return num / den if den else None
 
 
-def path_nodes(rnd: dict, tokens: list[int]) -> list[int]:
-    """Trie node ids along `tokens` (from the anchor, node 0); stops where the trie does (node cap)."""
+def children(rnd: dict) -> dict[tuple[int, int], int]:
+    """(parent node, token) -> child node, for every trie node but the root."""
     trie = rnd["trie"]
-    kids = {(p, tok): i for i, (p, tok) in enumerate(zip(trie["parents"], trie["tokens"])) if p >= 0}
+    return {(p, tok): i for i, (p, tok) in enumerate(zip(trie["parents"], trie["tokens"])) if p >= 0}
+
+
+def path_nodes(rnd: dict, tokens: list[int], kids: dict | None = None) -> list[int]:
+    """Trie node ids along `tokens` (from the anchor, node 0); stops where the trie does (node cap).
+    `kids`: children(rnd), when several paths of one round are walked."""
+    kids = children(rnd) if kids is None else kids
     nodes = [0]
     for tok in tokens[1:]:
         child = kids.get((nodes[-1], tok))
@@ -55,9 +61,9 @@ def baseline_accepted(rnd: dict) -> int:
     return n
 
 
-def greedy_accepted(rnd: dict, tokens: list[int]) -> int:
+def greedy_accepted(rnd: dict, tokens: list[int], kids: dict | None = None) -> int:
     """Drafts of one path the target's top-1 would accept (its accepted length at T=0)."""
-    top1, nodes = rnd["target_top1"], path_nodes(rnd, tokens)
+    top1, nodes = rnd["target_top1"], path_nodes(rnd, tokens, kids)
     n = 0
     while n + 1 < len(nodes) and top1[nodes[n]] == tokens[n + 1]:
         n += 1
@@ -136,11 +142,12 @@ def earliest_win_rate(traces: Traces) -> dict:
     """
     c = Counter()
     for r in rounds_of(traces):
-        base = greedy_accepted(r, r["baseline"])
+        kids = children(r)  # once per round: a round can hold thousands of paths
+        base = greedy_accepted(r, r["baseline"], kids)
         by_d: dict[int, list[tuple[int, int]]] = {}
         for p in r["paths"]:
             if p["source"] > 0 and p.get("site") is not None:
-                by_d.setdefault(p["source"], []).append((p["site"], greedy_accepted(r, p["tokens"])))
+                by_d.setdefault(p["source"], []).append((p["site"], greedy_accepted(r, p["tokens"], kids)))
         for group in by_d.values():
             best = max(n for _, n in group)
             if best < base:
