@@ -212,7 +212,7 @@ def run_bench(args) -> dict:
     done, skipped, interrupted = run_sets(eng, todo, sets, args, Path(args.out))
     config = run_config(args, engine_info(eng, args), todo, load_s, interrupted, skipped)
     results = aggregate(done, todo, args.temperature, config)
-    if any(v.max_shifted == "auto" for v in todo):
+    if any("auto" in (v.max_shifted, v.max_trie_nodes) for v in todo):
         results["cost"] = engine_profile(eng).as_dict()
     return results
 
