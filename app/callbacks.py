@@ -11,7 +11,9 @@ import traceback
 
 import gradio as gr
 
-from . import analysis, records, render, session, views
+from engine.options import TREE_MODES
+
+from . import analysis, plots, records, render, session, views
 from .runs import bad_input, engine_or_error, parse_inputs, start_run, stream_run
 
 log = logging.getLogger("reanchor.app")
@@ -21,6 +23,8 @@ FIG_INTERVAL_S = 0.5        # round figure at most this often while streaming
 TIMELINE_INTERVAL_S = 1.0   # timeline at most this often while streaming, times rounds / TIMELINE_ROUNDS
 TIMELINE_ROUNDS = 200       # (a timeline of n bars costs the page O(n) per draw: keep its share bounded)
 STREAM_TAIL = 300           # generated tokens shown while a run streams; the whole text once it ends
+CURVE_NODES = (4, 8, 16, 32, 64)   # the budget curve's node budgets (anchor included)
+CURVE_TOKENS = 64           # new tokens per point of the budget curve (11 runs)
 
 
 def _state(st) -> dict:
@@ -115,13 +119,14 @@ class Callbacks:
         """Check the controls, refuse a second run in the session, start one: (state, engine, run, ids, config).
         `choices`: the labels of the mode and rule controls used."""
         st = self._session(st)
-        p, m, r, t, s, n, k = parse_inputs(*inputs, choices=choices)
+        p, m, r, t, s, n, k, N = parse_inputs(*inputs, choices=choices)
         engine = engine_or_error(self.loader)
         if st.get("run") is not None:
             raise bad_input(f"{label}: a run is already in progress in this session; press Stop first")
-        run, ids = start_run(engine, p, m, r, t, s, n, k)
+        run, ids = start_run(engine, p, m, r, t, s, n, k, N)
         st["run"] = run
-        config = {"mode": m, "rule": r, "temperature": t, "seed": s, "max_new_tokens": n, "max_shifted": k}
+        config = {"mode": m, "rule": r, "temperature": t, "seed": s, "max_new_tokens": n, "max_shifted": k,
+                  "max_trie_nodes": N}
         return st, engine, run, ids, config
 
     def _live_update(self, st, live, clock: dict):
@@ -140,9 +145,9 @@ class Callbacks:
                 gr.update(interactive=False), skip, skip, skip)
 
     @shows("Run")
-    def on_run(self, prompt_v, mode_v, rule_v, temp_v, seed_v, max_v, shifted_v, st):
+    def on_run(self, prompt_v, mode_v, rule_v, temp_v, seed_v, max_v, shifted_v, nodes_v, st):
         st, engine, run, ids, config = self.begin(
-            st, (prompt_v, mode_v, rule_v, temp_v, seed_v, max_v, shifted_v), "Run")
+            st, (prompt_v, mode_v, rule_v, temp_v, seed_v, max_v, shifted_v, nodes_v), "Run")
         st["follow"] = True if st.get("follow") is None else st["follow"]
         skip, live = gr.skip(), None
         clock = {"text": 0.0, "fig": 0.0, "tl": 0.0}
@@ -178,9 +183,9 @@ class Callbacks:
             st["run"].stop()
 
     @shows("Run comparison")
-    def on_compare(self, prompt_v, mode_v, rule_v, temp_v, seed_v, max_v, shifted_v, st):
+    def on_compare(self, prompt_v, mode_v, rule_v, temp_v, seed_v, max_v, shifted_v, nodes_v, st):
         st, engine, run, ids, config = self.begin(
-            st, (prompt_v, mode_v, rule_v, temp_v, seed_v, max_v, shifted_v), "Run comparison",
+            st, (prompt_v, mode_v, rule_v, temp_v, seed_v, max_v, shifted_v, nodes_v), "Run comparison",
             ("Comparison mode", "Comparison rule"))
         last, skip = 0.0, gr.skip()
         try:
@@ -196,6 +201,26 @@ class Callbacks:
         st["compare"] = run.trace()
         self.sessions.touch(st)
         yield (st, *views.compare_views(st), views.metrics(st, "with comparison"))
+
+    @shows("Budget curve")
+    def on_budget_curve(self, prompt_v, temp_v, seed_v, max_v, st):
+        """tau and tokens/s of both tree modes against the node budget N, on the prompt box's prompt
+        (DDTree's budget figure for this prompt and this machine); dflash's chain for reference."""
+        st = self._session(st)
+        p, _, _, t, s, n, _, _ = parse_inputs(prompt_v, "ddtree", "earliest", temp_v, seed_v, max_v)
+        engine = engine_or_error(self.loader)
+        if st.get("run") is not None:
+            raise bad_input("Budget curve: a run is in progress in this session; press Stop first")
+        points: list[dict] = []
+        for mode, N in [("dflash", None)] + [(m, N) for m in TREE_MODES for N in CURVE_NODES]:
+            run, _ = start_run(engine, p, mode, "earliest", t, s, min(n, CURVE_TOKENS), None, N)
+            st["run"] = run
+            try:
+                stats = run.finish()["stats"]
+            finally:
+                st["run"] = None
+            points.append({"mode": mode, "nodes": N, "tau": stats["tau"], "tokens_per_s": stats["tokens_per_s"]})
+            yield plots.budget_curve_figure(points), {"budget_curve": points}
 
     # -- round navigation -------------------------------------------------------------------------
     @shows("Round inspector")

@@ -167,6 +167,15 @@ def _site_traces(rows: list[dict], s: int) -> list[dict]:
              "marker": {"symbol": ssym, "size": ssize, "color": "#111", "line": {"width": 2}}}]
 
 
+def _drafter_note(trie: dict, i: int) -> str:
+    """The drafter's own view of node i, when the trace keeps it: its block, rank and probability there."""
+    rank, prob, block = (trie.get(k) for k in ("rank", "prob", "block"))
+    if i == 0 or not (isinstance(rank, list) and isinstance(prob, list) and i < min(len(rank), len(prob))):
+        return ""
+    src = "g(0)" if not block or i >= len(block) or not block[i] else f"g({int(block[i])})"
+    return f"<br>drafter: rank {int(rank[i]) + 1} in {src}, p = {float(prob[i]):.3f}"
+
+
 def _trie_node_traces(rec: dict, token_texts: dict, trie_y: list[float], acc_set: set[int]) -> list[dict]:
     """The trie's nodes, one trace per provenance category (baseline, shared, g(d) only)."""
     s, trie = int(rec["anchor_pos"]), rec["trie"]
@@ -187,7 +196,7 @@ def _trie_node_traces(rec: dict, token_texts: dict, trie_y: list[float], acc_set
             paths = ", ".join(_path_label(rec, p) for p in prov[:6]) + (f" +{len(prov) - 6}" if len(prov) > 6 else "")
             cd.append([i, tok_full(token_texts, trie["tokens"][i]),
                        tok_full(token_texts, top1[i]) if i < len(top1) else "?", plotly_text(paths),
-                       " · accepted" if i in acc_set else ""])
+                       " · accepted" if i in acc_set else "", _drafter_note(trie, i)])
         name = {"baseline": "baseline g(0)", "shared": "shared"}.get(cat, f"g({cat[1:]}) only")
         out.append({
             "type": "scatter", "x": [s + int(depths[i]) for i in nodes], "y": [trie_y[i] for i in nodes],
@@ -196,7 +205,8 @@ def _trie_node_traces(rec: dict, token_texts: dict, trie_y: list[float], acc_set
                      for i in nodes],
             "textposition": "top center", "textfont": {"size": 9},
             "hovertemplate": "node %{customdata[0]} · pos %{x}: %{customdata[1]}%{customdata[4]}"
-                             "<br>target top-1: %{customdata[2]}<br>paths: %{customdata[3]}<extra></extra>",
+                             "<br>target top-1: %{customdata[2]}<br>paths: %{customdata[3]}%{customdata[5]}"
+                             "<extra></extra>",
             "marker": {"size": [13 if i in acc_set else 9 for i in nodes], "color": category_color(cat),
                        "line": {"width": [2.5 if i in acc_set else 0 for i in nodes], "color": ACCEPT_COLOR}}})
     return out
@@ -292,8 +302,8 @@ def timeline_figure(rounds: list[dict], title: str = "accepted length per round"
     parts = [records.round_lengths(r) for r in rounds]
     x = list(range(len(rounds)))
     fig = go.Figure()
-    for key, name, color in (("baseline", "baseline alone", BASE_COLOR), ("shifted", "shifted gain", D_COLORS[0]),
-                             ("bonus", "bonus", BONUS_COLOR)):
+    for key, name, color in (("baseline", "baseline alone", BASE_COLOR), ("branches", "tree branches", SHARED_COLOR),
+                             ("shifted", "shifted gain", D_COLORS[0]), ("bonus", "bonus", BONUS_COLOR)):
         fig.add_trace(go.Bar(x=x, y=[p[key] for p in parts], name=name, marker_color=color,
                              hovertemplate=f"round %{{x}}: %{{y}} {name}<extra></extra>"))
     fig.update_layout(template="none", font=FONT, barmode="stack", height=230, bargap=0.1,
@@ -339,4 +349,25 @@ def empty_figure(message: str = "no round yet", height: int = 220) -> go.Figure:
                       xaxis=dict(visible=False), yaxis=dict(visible=False),
                       annotations=[dict(text=plotly_text(message), showarrow=False, x=0.5, y=0.5, xref="paper",
                                         yref="paper", font=dict(size=13, color="#888"))])
+    return fig
+
+
+def budget_curve_figure(points: list[dict]) -> go.Figure:
+    """tau and tokens/s against the node budget N, one line per tree mode; dflash's chain as a dashed line."""
+    from plotly.subplots import make_subplots
+
+    fig = make_subplots(rows=1, cols=2, subplot_titles=["τ against N", "tokens/s against N"])
+    for mode in dict.fromkeys(p["mode"] for p in points):
+        pts = [p for p in points if p["mode"] == mode]
+        for col, key in ((1, "tau"), (2, "tokens_per_s")):
+            if pts[0]["nodes"] is None:   # the chain: a reference level
+                fig.add_hline(y=pts[0][key], line_dash="dash", line_color="#888", row=1, col=col,
+                              annotation_text=mode if col == 1 else None)
+            else:
+                fig.add_trace(go.Scatter(x=[p["nodes"] for p in pts], y=[p[key] for p in pts], name=mode,
+                                         legendgroup=mode, showlegend=col == 1, mode="lines+markers"), row=1, col=col)
+    fig.update_xaxes(title_text="node budget N (anchor included)", type="log")
+    fig.update_layout(template="none", font=FONT, height=300, margin=dict(l=45, r=10, t=40, b=45),
+                      legend=dict(orientation="h", x=1, xanchor="right", y=1.12), plot_bgcolor="white",
+                      paper_bgcolor="white")
     return fig

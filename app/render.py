@@ -109,7 +109,9 @@ def round_caption(rec: dict, index: int, total: int) -> str:
     return escape(f"Round {index} (rounds 0–{total - 1}): anchor at position {rec['anchor_pos']}, "
                   f"{len(rec.get('shifted', []))} shifted blocks ({attached} attached), "
                   f"{len(rec['trie']['tokens'])} trie nodes, accepted {lens['accepted']} "
-                  f"= {lens['baseline']} baseline-alone + {lens['shifted']} shifted gain, "
+                  f"= {lens['baseline']} baseline-alone"
+                  + (f" + {lens['branches']} through tree branches" if lens["branches"] else "")
+                  + f" + {lens['shifted']} shifted gain, "
                   f"draft {rec.get('draft_ms', 0):.1f} ms, verify {rec.get('verify_ms', 0):.1f} ms")
 
 

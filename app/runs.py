@@ -10,7 +10,7 @@ import gradio as gr
 from engine.decode import DecodeConfig
 from engine.decode.cost import budget_for
 from engine.errors import InputError
-from engine.options import MODES, RULES, parse_max_shifted, to_int
+from engine.options import MODES, RULES, parse_max_shifted, parse_max_trie_nodes, to_int
 from engine.trace import TextPieces, add_round, new_trace
 
 from . import session
@@ -28,7 +28,7 @@ def field_error(e: InputError, title: str = "Bad input") -> gr.Error:
     return bad_input(f"{session.field_label(e.field)}: {e.message}", title)
 
 
-def parse_inputs(prompt, mode, rule, temperature, seed, max_new, shifted="all",
+def parse_inputs(prompt, mode, rule, temperature, seed, max_new, shifted="all", nodes="all",
                  choices: tuple[str, str] = ("Mode", "Attachment rule")):
     """Check the controls (values as sent: the page's, or anything through the API); raise a gr.Error
     naming the control (the app keeps serving). `choices`: the labels of the mode and rule controls."""
@@ -51,9 +51,10 @@ def parse_inputs(prompt, mode, rule, temperature, seed, max_new, shifted="all",
         s = to_int(seed, "seed", 0, 2**31 - 1)
         n = to_int(max_new, "max_new_tokens", 1, session.APP_MAX_NEW_TOKENS)
         k = parse_max_shifted("all" if shifted is None else shifted)
+        N = parse_max_trie_nodes("all" if nodes is None else nodes)
     except InputError as e:
         raise field_error(e) from None
-    return prompt, mode, rule, t, s, n, k
+    return prompt, mode, rule, t, s, n, k, N
 
 
 def engine_or_error(loader):
@@ -67,9 +68,10 @@ def engine_or_error(loader):
     raise bad_input("Model: still loading; try again in a few seconds (see the status line)", "Model")
 
 
-def start_run(engine, prompt, mode, rule, t, s, n, k=None):
+def start_run(engine, prompt, mode, rule, t, s, n, k=None, N=None):
     """(run, prompt ids) or a gr.Error naming the field the engine rejected."""
-    cfg = DecodeConfig(mode=mode, rule=rule, temperature=t, seed=s, max_new_tokens=n, max_shifted=k)
+    cfg = DecodeConfig(mode=mode, rule=rule, temperature=t, seed=s, max_new_tokens=n, max_shifted=k,
+                       max_trie_nodes=N)
     try:
         ids = engine.encode_prompt(prompt)
         run = engine.run(ids, cfg, budget_for(engine, cfg))

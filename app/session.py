@@ -28,7 +28,7 @@ EXPORT_PREFIX = "reanchor-app-"
 APP_MAX_NEW_TOKENS = 2048
 MAX_PROMPT_CHARS = 20000
 FIELD_LABELS = {"prompt": "Prompt", "mode": "Mode", "rule": "Attachment rule", "temperature": "Temperature",
-                "seed": "Seed", "max_new_tokens": "Max new tokens", "max_shifted": "Shifted blocks",
+                "seed": "Seed", "max_new_tokens": "Max new tokens", "max_shifted": "Shifted blocks", "max_trie_nodes": "Trie nodes",
                 "trace": "Load trace", "schema": "Load trace", "target": "Target", "drafter": "Drafter", "device": "Device"}
 
 

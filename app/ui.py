@@ -20,6 +20,8 @@ from .page import JS_PLOT, JS_TIMELINE, JS_TOKEN_CLICK, PLOT_TEMPLATE
 # Shifted blocks drafted per round: every available offset (the paper), the cost model's budget for
 # this hardware, or a fixed cap (any whole number can be typed).
 SHIFTED_CHOICES = list(SHIFTED_WORDS) + ["0", "1", "2", "4", "8"]
+# Verified trie nodes per round (the anchor included); the tree modes' node budget.
+NODE_CHOICES = list(SHIFTED_WORDS) + ["8", "16", "32", "64"]
 PLAY_INTERVAL_S = 0.8
 # Events whose callbacks check their inputs themselves, naming the control: values sent through the API
 # skip Gradio's checks, which name none ("Value: ... is not in the list of choices", or a bare "Error").
@@ -38,6 +40,8 @@ def _controls(c: SimpleNamespace, trace_choices) -> None:
         c.rule = gr.Dropdown(list(RULES), value="earliest", label="Attachment rule", elem_id="rx-rule")
         c.shifted = gr.Dropdown(SHIFTED_CHOICES, value="all", label="Shifted blocks", allow_custom_value=True,
                                 elem_id="rx-shifted", info="per round: all (paper), auto (cost budget) or at most N")
+        c.nodes = gr.Dropdown(NODE_CHOICES, value="all", label="Trie nodes", allow_custom_value=True,
+                              elem_id="rx-nodes", info="verified per round: all (tree modes: 32), auto or at most N")
     with gr.Row():
         c.temperature = gr.Number(value=0.0, label="Temperature", elem_id="rx-temperature")
         c.seed = gr.Number(value=0, label="Seed", precision=0, elem_id="rx-seed")
@@ -114,6 +118,9 @@ def _analyses(c: SimpleNamespace) -> None:
             c.hist_plot = gr.Plot(plots.empty_figure("no run"), show_label=False, elem_id="rx-hist")
             c.gain_plot = gr.Plot(plots.empty_figure("no run"), show_label=False, elem_id="rx-gain")
         c.analysis_json = gr.JSON(label="Analyses (engine.analyses)", elem_id="rx-analyses")
+        c.curve_btn = gr.Button("Budget curve of the tree modes on this prompt (τ and tokens/s against the node "
+                                "budget; 11 short runs)", size="sm", elem_id="rx-curve")
+        c.curve_plot = gr.Plot(plots.empty_figure("no budget curve yet"), show_label=False, elem_id="rx-curve-plot")
 
 
 def layout(loader, trace_choices, sessions: session.Sessions) -> SimpleNamespace:
@@ -159,11 +166,13 @@ def _wire_navigation(c: SimpleNamespace, cb: Callbacks) -> None:
 
 
 def _wire_runs(c: SimpleNamespace, cb: Callbacks, view_out: list) -> None:
-    inputs = [c.prompt, c.mode, c.rule, c.temperature, c.seed, c.max_new, c.shifted, c.state]
+    inputs = [c.prompt, c.mode, c.rule, c.temperature, c.seed, c.max_new, c.shifted, c.nodes, c.state]
     model = dict(concurrency_limit=1, concurrency_id="model", show_progress="minimal", **RAW)
     c.run_btn.click(cb.on_run, inputs, view_out, api_name="run", **model)
     c.stop_btn.click(cb.on_stop, [c.state], None, queue=False, show_progress="hidden", api_name="stop")
-    cmp_inputs = [c.prompt, c.cmp_mode, c.cmp_rule, c.temperature, c.seed, c.max_new, c.shifted, c.state]
+    cmp_inputs = [c.prompt, c.cmp_mode, c.cmp_rule, c.temperature, c.seed, c.max_new, c.shifted, c.nodes, c.state]
+    c.curve_btn.click(cb.on_budget_curve, [c.prompt, c.temperature, c.seed, c.max_new, c.state],
+                      [c.curve_plot, c.analysis_json], api_name="budget_curve", **model)
     c.cmp_btn.click(cb.on_compare, cmp_inputs,
                     [c.state, c.cmp_metrics, c.cmp_timeline, c.cmp_a_metrics, c.cmp_a_timeline, c.cmp_a_cf,
                      c.cmp_b_cf, c.cmp_json, c.metrics], api_name="compare", **model)

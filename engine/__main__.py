@@ -8,7 +8,7 @@ import sys
 from .bench.main import add_bench_args
 from .bench.sweep import add_sweep_args
 from .errors import InputError
-from .options import add_model_args, models_from_args, parse_max_shifted
+from .options import add_model_args, models_from_args, parse_max_shifted, parse_max_trie_nodes
 from .train.main import add_train_args
 
 
@@ -21,7 +21,8 @@ def add_generate_args(sub) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--max-new-tokens", type=int, default=128)
     p.add_argument("--max-shifted", default=None, help="shifted blocks per round: all (default), auto or K")
-    p.add_argument("--max-trie-nodes", type=int, default=None)
+    p.add_argument("--max-trie-nodes", default=None,
+                   help="verified nodes per round, anchor included: all (default; tree modes: 32), auto or N")
     p.add_argument("--block-size", type=int, default=None)
     p.add_argument("--ignore-eos", action="store_true")
     add_model_args(p)
@@ -39,7 +40,7 @@ def generate_main(a) -> int:
         raise InputError("prompt", "is empty")
     cfg = DecodeConfig(mode=a.mode, rule=a.rule, temperature=a.temperature, seed=a.seed,
                        max_new_tokens=a.max_new_tokens, max_shifted=parse_max_shifted(a.max_shifted),
-                       max_trie_nodes=a.max_trie_nodes, block_size=a.block_size,
+                       max_trie_nodes=parse_max_trie_nodes(a.max_trie_nodes), block_size=a.block_size,
                        ignore_eos=a.ignore_eos)
     eng = Engine(models_from_args(a, "none" if a.mode == "ar" and a.drafter is None else None))
     trace = eng.generate(a.prompt, cfg, budget_for(eng, cfg))

@@ -16,7 +16,7 @@ from collections import Counter
 from typing import Iterator
 
 from .attach import proposal
-from .options import MODES, RULES
+from .options import MODES, RULES, TREE_MODES, UNSHIFTED_MODES
 from .trie import accept
 
 Traces = dict | list[dict]
@@ -74,7 +74,8 @@ def round_gain(rnd: dict) -> tuple[int | None, int]:
     """(d, extra): accepted drafts beyond the baseline-alone length and the offset d credited.
 
     Credit goes to the smallest d among the paths through the last accepted node: with offsets
-    added in ascending order, that is the block whose addition produced the gain.
+    added in ascending order, that is the block whose addition produced the gain. d = 0: the gain
+    came through another branch of g(0)'s own ranking (tree modes).
     """
     extra = rnd["accepted"] - baseline_accepted(rnd)
     if extra <= 0:
@@ -217,7 +218,10 @@ def counterfactual(trace: dict, mode: str, rule: str, seed: int = 0) -> list[dic
         raise ValueError(f"counterfactual: unknown mode {mode!r} or rule {rule!r}")
     if float(cfg.get("temperature") or 0) != 0:
         raise ValueError("counterfactual: needs a T=0 trace (at T>0 acceptance is a draw, not a function of the drafts)")
-    if mode not in ("ar", "dflash") and cfg.get("mode") in ("ar", "dflash"):
+    if mode in TREE_MODES or cfg.get("mode") in TREE_MODES:
+        raise ValueError("counterfactual: tree modes are grown from the drafter's ranking, which a trace does not "
+                         "keep, so a tree cannot be replayed or replayed on")
+    if mode not in UNSHIFTED_MODES and cfg.get("mode") in UNSHIFTED_MODES:
         raise ValueError(f"counterfactual: a {cfg.get('mode')} trace drafted no shifted blocks, so {mode} "
                          "cannot be replayed on it; make the run with shifted blocks the main run")
     rounds = trace["rounds"]

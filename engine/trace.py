@@ -56,9 +56,11 @@ class TraceError(InputError):
 
 def round_record(i: int, s: int, L: int, baseline: list[int], shifted: dict[int, list[int]], info: dict,
                  paths: list, trie, chain: list[int], bonus: int, new: list[int], top1: list[int], m: int,
-                 draft_ms: float, verify_ms: float, round_ms: float) -> dict:
-    """One round as the schema above (engine/CONTRACT.md) records it."""
-    return {
+                 draft_ms: float, verify_ms: float, round_ms: float, facts: dict | None = None,
+                 budget: dict | None = None) -> dict:
+    """One round as the schema above (engine/CONTRACT.md) records it. `facts`: per trie node lists
+    (block, rank, prob, score) kept in the record's "trie"; `budget`: what the cost budget chose."""
+    rec = {
         "round": i, "anchor_pos": s, "anchor": baseline[0], "block_size": L,
         "baseline": baseline,
         "shifted": [{"d": d, "tokens": shifted[d], "sites": info[d]["sites"],
@@ -66,11 +68,14 @@ def round_record(i: int, s: int, L: int, baseline: list[int], shifted: dict[int,
                      "attached": info[d]["attached"]} for d in sorted(shifted)],
         "paths": [{"source": p.source, "site": p.site, "tokens": p.tokens} for p in paths],
         "trie": {"tokens": trie.tokens, "parents": trie.parents, "depths": trie.depths,
-                 "provenance": trie.provenance},
+                 "provenance": trie.provenance, **(facts or {})},
         "accepted_nodes": chain, "accepted": len(chain) - 1, "bonus": bonus,
         "new_tokens": new, "target_top1": top1, "retained": m,
         "draft_ms": round(draft_ms, 3), "verify_ms": round(verify_ms, 3), "round_ms": round(round_ms, 3),
     }
+    if budget is not None:
+        rec["budget"] = budget
+    return rec
 
 
 def run_stats(rounds: list[dict], new_tokens: int | None = None, wall_s: float | None = None) -> dict:

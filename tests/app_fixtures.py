@@ -31,7 +31,8 @@ XSS_TOKENS = ["<script>alert(1)</script>", "<img src=x onerror=alert(1)>", "<b>b
 # (mode, rule) runs covering every assembly branch.
 CONFIGS = [("reanchor", "earliest"), ("reanchor", "all"), ("shifted-fixed", "earliest"),
            ("reanchor", "latest"), ("reanchor", "random"), ("in-block", "earliest"),
-           ("extension", "earliest"), ("dflash", "earliest"), ("ar", "earliest")]
+           ("extension", "earliest"), ("dflash", "earliest"), ("ar", "earliest"), ("ddtree", "earliest"),
+           ("reanchor-tree", "earliest")]
 PROMPTS = ["abc dea?", "hi, j.", "a b c d e f g"]
 
 

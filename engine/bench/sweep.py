@@ -79,7 +79,7 @@ class BenchWorker:
             self.error = f"cannot load the models: {_first_line(e)}"
             return
         self.info = {**engine_info(eng, args), "load_s": round(self.load_s, 2)}
-        if any(v.max_shifted == "auto" for v in todo):
+        if any("auto" in (v.max_shifted, v.max_trie_nodes) for v in todo):
             from ..decode.cost import engine_profile
             self.info["cost"] = engine_profile(eng).as_dict()
 
