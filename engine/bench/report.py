@@ -196,12 +196,52 @@ def budget_tables(R: Results) -> list[str]:
     return md
 
 
+def trees(R: Results) -> list[str]:
+    """DDTree and ReAnchor in the same tree against DFlash's chain; the auto budgets against dflash."""
+    md = []
+    shown = R.having("dflash", "ddtree", "reanchor", "reanchor-tree")
+    if "ddtree" in shown and "dflash" in shown:
+        cell = lambda s, l: (f"{_f(R.get(s, l, 'tau'))} / {_f(R.get(s, l, 'tau_vs_dflash'))}x / "  # noqa: E731
+                             f"{_f(R.get(s, l, 'speed_vs_dflash'))}x")
+        md += ["\n## Trees: tau / tau over dflash / speed over dflash\n",
+               _table(["set"] + shown, [[s] + [cell(s, l) for l in shown] for s in R.sets])]
+    autos = [l for l in R.labels if l.endswith("-auto")]
+    if autos and "dflash" in R.labels:
+        md += ["\n## Auto budgets: tokens/s over dflash's (the goal: >= 0.97x on every set)\n",
+               _table(["set"] + autos, [[s] + [_f(R.get(s, l, "speed_vs_dflash")) + "x" for l in autos]
+                                        for s in R.sets] +
+                      [["min"] + [_f(min((R.get(s, l, "speed_vs_dflash") or 0) for s in R.sets)) + "x"
+                                  for l in autos]])]
+    return md
+
+
+def budget_curve(R: Results, out: Path) -> list[str]:
+    """tau and tokens/s of each tree mode against its node budget N (the MODE@N runs, pooled over sets)."""
+    curve: dict[str, list[tuple[int, str]]] = {}
+    for label in R.labels:
+        if "@" in label:
+            mode, n = label.split("@")
+            curve.setdefault(mode, []).append((int(n), label))
+    if not curve:
+        return []
+    rows = [[mode, n, _f(R.mean(l, "tau")), _f(R.mean(l, "tokens_per_s"), "{:.1f}"), _f(R.mean(l, "speedup_vs_ar")) + "x"]
+            for mode, pts in curve.items() for n, l in sorted(pts)]
+    figure = write_curve(R, curve, out)
+    return ["\n## Budget curve: tau and speed against the node budget N (mean over sets)\n",
+            f"Figure: [{figure}]({figure}).\n",
+            _table(["mode", "N (nodes, anchor included)", "tau", "tokens/s", "speedup"], rows)]
+
+
 def write_report(results: dict, out: Path) -> str:
     R = Results(results)
-    md = (header(R) + table2(R) + table_acceptance(R) + tables_4_7(R) + table5(R) + table6(R) + table8(R)
-          + table1_figure2(R, out) + budget_tables(R))
+    md = (header(R) + table2(R) + table_acceptance(R) + trees(R) + tables_4_7(R) + table5(R) + table6(R)
+          + table8(R) + table1_figure2(R, out) + budget_tables(R) + budget_curve(R, out))
     if R.cfg.get("skipped"):
         md += [f"\nSkipped prompts: {len(R.cfg['skipped'])} ({R.cfg['skipped'][0]['error']}...)"]
+    if R.cfg.get("failed"):  # a Ray sweep's jobs given up after repeated failures (not in the tables)
+        md += [f"\nFailed jobs, not in the tables: {len(R.cfg['failed'])} ("
+               + ", ".join(f"{f['set']}/{f['id']}" for f in R.cfg["failed"][:10])
+               + f"; {R.cfg['failed'][0]['errors'][-1]}). `--resume` runs them again."]
     text = "\n".join(md) + "\n"
     (out / "report.md").write_text(text, encoding="utf-8")
     return text
@@ -228,5 +268,26 @@ def write_figure(an: dict, sets: list[str], labels: list[str], out: Path) -> str
     fig.update_layout(title="Acceptance-length distribution", barmode="group",
                       width=max(500, 380 * len(shown)), height=420)
     name = "fig2_acceptance.html"
+    fig.write_html(out / name, include_plotlyjs=True, full_html=True)
+    return name
+
+
+def write_curve(R: Results, curve: dict[str, list[tuple[int, str]]], out: Path) -> str:
+    """The budget curve as a self-contained HTML file: tau and tokens/s against N, one line per mode."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    fig = make_subplots(rows=1, cols=2, subplot_titles=["tau against N", "tokens/s against N"])
+    for mode, pts in curve.items():
+        pts = sorted(pts)
+        xs = [n for n, _ in pts]
+        fig.add_trace(go.Scatter(x=xs, y=[R.mean(l, "tau") for _, l in pts], name=mode, legendgroup=mode,
+                                 mode="lines+markers"), row=1, col=1)
+        fig.add_trace(go.Scatter(x=xs, y=[R.mean(l, "tokens_per_s") for _, l in pts], name=mode, legendgroup=mode,
+                                 mode="lines+markers", showlegend=False), row=1, col=2)
+    for c in (1, 2):
+        fig.update_xaxes(title_text="node budget N", type="log", row=1, col=c)
+    fig.update_layout(title="Budget curve (mean over sets)", width=900, height=420)
+    name = "budget_curve.html"
     fig.write_html(out / name, include_plotlyjs=True, full_html=True)
     return name

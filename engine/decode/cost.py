@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..analyses import baseline_accepted, round_gain
+from .config import auto_fields
 
 DRAFT_SIZES = (1, 2, 4, 8, 16)            # beyond: linear extrapolation (rarely needed on a CPU)
 VERIFY_SIZES = (1, 8, 16, 24, 32, 48, 64, 96, 128)
@@ -146,16 +147,77 @@ def choose_budget(profile: Profile, stats: Stats, m_available: int) -> tuple[int
     return best_k, (None if best_k == 0 else math.ceil(B + NODE_MARGIN * best_k * npb))
 
 
+# log w bin edges for the calibration (w: the drafter's own probability of a node's path)
+CALIB_EDGES = (-0.1, -0.25, -0.5, -0.75, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0, -9.0)
+CALIB_PRIOR = 4.0          # pseudo-observations at the raw estimate w per bin
+
+
+class Calibration:
+    """P(the target accepts a node | its drafter score log w), learnt per run from verified rounds.
+
+    The drafter's path probability w is over-confident (its blocks repeat one token with high
+    probability). Each verified node is one observation: accepted (on the accepted chain) or not,
+    binned by log w. A bin's estimate is (accepted + CALIB_PRIOR * w) / (seen + CALIB_PRIOR), then made
+    non-increasing from the most to the least likely bin. A drafter's confidence (DSpark's head) can
+    take w's place as the raw score."""
+
+    def __init__(self):
+        n = len(CALIB_EDGES) + 1
+        self.seen, self.hits = [0] * n, [0] * n
+
+    @staticmethod
+    def bin(score: float) -> int:
+        return sum(score < e for e in CALIB_EDGES)
+
+    def observe(self, scores: list[float], accepted: list[int]) -> None:
+        acc = set(accepted)
+        for i in range(1, len(scores)):
+            b = self.bin(scores[i])
+            self.seen[b] += 1
+            self.hits[b] += i in acc
+
+    def table(self) -> list[float]:
+        mids = [0.0] + [(a + b) / 2 for a, b in zip((0.0,) + CALIB_EDGES, CALIB_EDGES)] + [CALIB_EDGES[-1] - 1]
+        est = [(h + CALIB_PRIOR * math.exp(m)) / (n + CALIB_PRIOR) for h, n, m in zip(self.hits, self.seen, mids)]
+        return list(np.minimum.accumulate(est))
+
+    def estimates(self, scores: list[float]) -> list[float]:
+        t = self.table()
+        return [t[self.bin(x)] for x in scores]
+
+
+def choose_nodes(profile: Profile, stats: Stats, est: list[float], drafted: int) -> tuple[int, float, float]:
+    """How many of the candidate nodes (best first, with their acceptance estimates `est`) to verify,
+    after a draft call of `drafted` blocks: (n, expected tokens, expected ms) maximising
+
+        E(n) = 1 + sum_{i<n} est[i]        (expected accepted drafts + the bonus)
+        T(n) = c_d * draft(drafted) + c_v * verify(1 + n) + overhead
+
+    n = 0 verifies the anchor alone (a plain target step)."""
+    base = stats.draft_scale * profile.draft(drafted) + stats.overhead_ms
+    best = (0, 1.0, base + stats.verify_scale * profile.verify(1))
+    expect = 1.0
+    for n, e in enumerate(est, start=1):
+        expect += e
+        t = base + stats.verify_scale * profile.verify(1 + n)
+        if expect / t > best[1] / best[2]:
+            best = (n, expect, t)
+    return best
+
+
 class Budget:
-    """Per run: `pick(m_available) -> (k, n_nodes)` before drafting, `observe(round_record)` after.
+    """Per run, per round: `shifted(m_available)` picks k before drafting; `nodes(scores, drafted)` picks
+    how many of the drafted nodes (best first) to verify; `observe(round_record)` after verifying.
     Build one with `budget_for(engine, cfg)`: the hardware profile is measured once per engine."""
 
     def __init__(self, profile: Profile):
         self.prof = profile
         self.stats = Stats()
+        self.calib = Calibration()
         self.picks: list[tuple[int, int, int | None]] = []   # (m, k, n_nodes) per round
 
-    def pick(self, m_available: int) -> tuple[int, int | None]:
+    def shifted(self, m_available: int) -> tuple[int, int | None]:
+        """(k shifted blocks, a node cap for chain modes without a node budget of their own)."""
         if m_available and len(self.picks) % EXPLORE_EVERY == EXPLORE_EVERY - 1:
             k, n = m_available, None      # explore: keep every offset's estimate honest
         else:
@@ -163,8 +225,18 @@ class Budget:
         self.picks.append((m_available, k, n))
         return k, n
 
+
+    def nodes(self, scores: list[float], drafted: int) -> dict:
+        """The node budget for candidates with drafter scores `scores` (best first): {"nodes" (anchor
+        included), "expected_tokens", "expected_ms"}."""
+        n, e, t = choose_nodes(self.prof, self.stats, self.calib.estimates(scores), drafted)
+        return {"nodes": n + 1, "expected_tokens": round(e, 3), "expected_ms": round(t, 2)}
+
     def observe(self, round_record: dict) -> None:
         self.stats.observe(round_record, self.prof)
+        trie = round_record["trie"]
+        if "score" in trie:
+            self.calib.observe(trie["score"], round_record["accepted_nodes"])
 
 
 _PROFILES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
@@ -180,8 +252,6 @@ def engine_profile(engine, **kw) -> Profile:
 
 
 def budget_for(engine, cfg) -> Budget | None:
-    """A fresh per-run budget when `cfg` asks for one (max_shifted "auto" in a mode that drafts
-    shifted blocks), else None."""
-    if getattr(cfg, "max_shifted", None) != "auto" or getattr(cfg, "mode", "") in ("ar", "dflash"):
-        return None
-    return Budget(engine_profile(engine))
+    """A fresh per-run budget when `cfg` asks for one ("auto" shifted blocks in a mode that drafts
+    them, or "auto" trie nodes in any speculative mode), else None."""
+    return Budget(engine_profile(engine)) if any(auto_fields(cfg)) else None

@@ -12,11 +12,14 @@ at T > 0 needs); argmax drafts have no such distribution (a point mass: `probs` 
 """
 from __future__ import annotations
 
+import math
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Callable, Protocol
 
 import torch
+
+from ..tree import path_scores
 
 
 @dataclass
@@ -95,3 +98,42 @@ def propose(drafter, hidden: torch.Tensor, anchors: torch.Tensor, head: Callable
     if hasattr(drafter, "candidate_selector"):
         return _dflash2(drafter, hidden, anchors, head, T, gen, argmax)
     return _dflash(drafter, hidden, head, T, gen, argmax)
+
+
+def ranked(drafts: Drafts, k: int) -> list[list[list[tuple[int, float]]]]:
+    """Per row and position, the drafter's k best (token, log-probability at temperature 1), the
+    drafted token first (a selector or a sequential head may not draft its logits' argmax)."""
+    lp = torch.log_softmax(drafts.logits.float(), -1)
+    k = min(k, lp.shape[-1])
+    top_lp, top_ids = lp.topk(k, -1)
+    drafted = torch.tensor([row[1:] for row in drafts.tokens], device=lp.device)
+    own = lp.gather(-1, drafted[..., None])[..., 0]
+    out = []
+    for r, (ids_r, lps_r, d_r, own_r) in enumerate(zip(top_ids.tolist(), top_lp.tolist(), drafted.tolist(),
+                                                       own.tolist())):
+        out.append([[(d, o)] + [(t, x) for t, x in zip(ids, lps) if t != d][: k - 1]
+                    for ids, lps, d, o in zip(ids_r, lps_r, d_r, own_r)])
+    return out
+
+
+def node_facts(drafts: Drafts, trie, paths, offsets: list[int]) -> dict[str, list]:
+    """Per trie node of a chain-mode round: the block that proposed it (its first path's source: 0 or
+    d), its rank and probability in that block's distribution (temperature 1), and log w (the sum of
+    log-probabilities from the anchor). The anchor gets block 0, rank 0, probability 1."""
+    row_of = {0: 0, **{d: i for i, d in enumerate(offsets, start=1)}}
+    block, rows, pos = [0], [], []
+    for n in range(1, len(trie)):
+        p = paths[min(trie.provenance[n])]
+        block.append(p.source)
+        rows.append(row_of[p.source])
+        pos.append(trie.depths[n] - (p.site or 0) - 1)
+    if not rows:
+        return {"block": block, "rank": [0], "prob": [1.0], "score": [0.0]}
+    logits = drafts.logits[torch.tensor(rows), torch.tensor(pos)].float()       # [nodes, V]
+    tok = torch.tensor(trie.tokens[1:], device=logits.device)
+    own = logits.gather(-1, tok[:, None])[:, 0]
+    lq = (own - torch.logsumexp(logits, -1)).tolist()
+    rank = (logits > own[:, None]).sum(-1).tolist()
+    scores = path_scores(trie.parents, [0.0] + lq)
+    return {"block": block, "rank": [0] + rank, "prob": [1.0] + [round(math.exp(x), 6) for x in lq],
+            "score": [round(x, 4) for x in scores]}
