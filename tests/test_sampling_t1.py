@@ -27,6 +27,7 @@ import torch
 from dflash.model import dflash_generate
 
 from engine.decode import DecodeConfig, Engine
+from engine.decode.cost import budget_for
 from engine.decode.laws import target_law
 from engine.decode.round import decode_round, start
 from test_cache_and_sampling import assert_chi_square
@@ -37,10 +38,10 @@ TRIALS = 250
 
 
 @torch.no_grad()
-def fixed_state(eng: Engine, ids: list[int], cfg: DecodeConfig):
+def fixed_state(eng: Engine, ids: list[int], cfg: DecodeConfig, budget=None):
     """The state after one T=0 round (retained features: shifted blocks come next) and the round
     config of `cfg` (T=1)."""
-    rc = eng.run(ids, cfg).round_config
+    rc = eng.run(ids, cfg, budget).round_config
     rc0 = replace(rc, temperature=0.0)
     _, st = start(eng, ids, rc0, 0)
     _, st = decode_round(eng, st, rc0, 0)
@@ -76,15 +77,17 @@ def expected_pairs(eng: Engine, x: list[int], p2: torch.Tensor, n: int) -> dict:
 
 MODES = [("ar", "earliest"), ("dflash", "earliest"), ("shifted-fixed", "fixed"), ("reanchor", "earliest"),
          ("in-block", "earliest"), ("extension", "latest"), ("reanchor", "all"), ("in-block", "all"),
-         ("extension", "all")]
+         ("extension", "all"), ("ddtree", "earliest"), ("reanchor-tree", "earliest"), ("reanchor", "auto-nodes")]
 
 
 def law_case(m, mode: str, rule: str, prompt: str = "ab c", trials: int = TRIALS):
     """The chi-square law check of one mode and rule (tests/gpu_check.py runs it on a GPU too)."""
     eng = Engine(m)
     ids = eng.encode_prompt(prompt)
-    st, rc = fixed_state(eng, ids, DecodeConfig(mode=mode, rule=rule, temperature=1.0, max_new_tokens=12,
-                                                ignore_eos=True))
+    nodes = "auto" if rule == "auto-nodes" else None  # the budget cuts the trie by the drafted tokens
+    cfg = DecodeConfig(mode=mode, rule="earliest" if nodes else rule, temperature=1.0, max_new_tokens=12,
+                       ignore_eos=True, max_trie_nodes=nodes)
+    st, rc = fixed_state(eng, ids, cfg, budget_for(eng, cfg))
     pairs, recs, p2 = round_pairs(eng, st, rc, trials)
     assert_chi_square(pairs, expected_pairs(eng, st.x, p2, trials))
     return recs
@@ -93,10 +96,13 @@ def law_case(m, mode: str, rule: str, prompt: str = "ab c", trials: int = TRIALS
 @pytest.mark.parametrize("mode,rule", MODES)
 def test_round_follows_the_target_law(mode, rule):
     recs = law_case(tiny_models("qwen3", 0, block_size=6, init=0.12), mode, rule)
-    if mode not in ("ar", "dflash"):  # the shifted blocks took part
+    if mode not in ("ar", "dflash"):  # the shifted blocks, or a tree's branches, took part
         assert sum(len(r["paths"]) - 1 for r in recs) >= 10
+    if mode not in ("ar", "dflash", "ddtree", "reanchor-tree"):  # sampled drafts with their laws
         assert all(b["q"] is not None for r in recs for b in r["shifted"])
-    if mode in ("reanchor", "in-block"):  # and tokens came through them
+    if mode in ("ddtree", "reanchor-tree"):  # point-mass branches: the target took one off the chain
+        assert any(r["trie"]["rank"][n] > 0 for r in recs for n in r["accepted_nodes"][1:])
+    if mode in ("reanchor", "in-block") and rule != "auto-nodes":  # and tokens came through them
         assert sum(1 for r in recs for n in r["accepted_nodes"][1:]
                    if 0 not in [r["paths"][p]["source"] for p in r["trie"]["provenance"][n]]) >= 30
 

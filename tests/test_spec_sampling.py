@@ -9,17 +9,21 @@ the committed tokens, completed by the target, must equal the target's law to 1e
 
 Breakages this catches (each tried by hand; see the report): testing a block attached at several
 sites against its law (rule "all"), ignoring the node cap (Trie.whole), the residual p instead of
-max(p - q, 0), shifted paths before the baseline, proposing a baseline draw twice at one node.
+max(p - q, 0), shifted paths before the baseline, proposing a baseline draw twice at one node,
+testing the draws of a trie the auto node budget cut by their scores against their laws
+(round.fit_nodes must mark such paths as not whole).
 """
 from __future__ import annotations
 
 import itertools
+import math
 import random
 from collections import defaultdict
 
 import pytest
 
 from engine.attach import proposal
+from engine.decode.round import fit_nodes
 from engine.sampling import speculative_accept
 
 V, L, ANCHOR, BEFORE = 3, 3, 0, 1      # tokens 0..2; blocks [anchor, x1, x2]; the token before the anchor
@@ -128,7 +132,10 @@ def round_law(world: World, mode: str, rule: str, max_nodes=None, lawless=()) ->
     total = defaultdict(float)
     for rows, w in world.rows():
         baseline, shifted = rows[0], {d: r for d, r in enumerate(rows) if d}
-        paths, _, trie = proposal(baseline, shifted, mode, rule, random.Random(0), None, max_nodes)
+        paths, _, trie = proposal(baseline, shifted, mode, rule, random.Random(0), None,
+                                  None if isinstance(max_nodes, str) else max_nodes)
+        if max_nodes == "best":  # the auto budget: the best-scoring nodes by the drafted tokens' q
+            trie = best_scored(world, rows, paths, trie)
 
         def target(node):
             up = [node]
@@ -148,6 +155,27 @@ def round_law(world: World, mode: str, rule: str, max_nodes=None, lawless=()) ->
         for out, x in enumerate_walk(walk).items():
             total[out] += w * x
     return total
+
+
+class KeepHalf:
+    """The auto budget's node choice (engine.decode.cost.Budget.nodes), fixed: the better half."""
+
+    def nodes(self, scores: list[float], drafted: int) -> dict:
+        return {"nodes": 1 + len(scores) // 2}
+
+
+def best_scored(world: World, rows, paths, trie):
+    """The trie cut as the auto node budget cuts it (round.fit_nodes): by the drafted tokens' scores,
+    so which draws are verified depends on the draws."""
+    lq = [0.0] * len(trie)
+    for p, nodes in zip(paths, trie.path_nodes):
+        for k in range(1, len(nodes)):
+            d, j = p.draws[k]
+            lq[nodes[k]] = math.log(world.q[d][j][rows[d][j - 1]][rows[d][j]] or 1e-9)
+    score = [0.0] * len(trie)
+    for n in range(1, len(trie)):
+        score[n] = score[trie.parents[n]] + lq[n]
+    return fit_nodes(KeepHalf(), paths, trie, {"score": score}, 1)[0]
 
 
 def assert_target_law(world: World, law: dict) -> None:
@@ -175,6 +203,8 @@ CASES = [  # (mode, rule, shifted blocks, sequential laws, zeros, max_nodes, law
     ("in-block", "all", 2, False, False, None, ()),
     ("extension", "all", 1, True, False, None, ()),
     ("extension", "latest", 2, True, True, 6, ()),
+    ("reanchor", "earliest", 2, True, False, "best", ()),
+    ("dflash", "earliest", 0, False, False, "best", ()),
 ]
 
 
