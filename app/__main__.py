@@ -6,8 +6,10 @@ up at once and loads the models in a background thread (the status line shows pr
 from __future__ import annotations
 
 import argparse
+import errno
 import logging
 import os
+import socket
 import sys
 
 # Offline by construction, set before gradio / transformers / huggingface_hub are imported. Forced, not
@@ -20,6 +22,7 @@ os.environ.update(OFFLINE_ENV)
 from engine.options import add_model_args  # noqa: E402  (after the environment is set)
 
 QUEUE_MAX = 16  # waiting events across sessions; more are refused with a "queue full" message
+STATE_SESSIONS = 100  # sessions whose state Gradio keeps (the oldest beyond it start afresh)
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -29,7 +32,19 @@ def parse_args(argv=None) -> argparse.Namespace:
     add_model_args(p)  # --target, --drafter, --device, --dtype, --draft-dtype, --trust-remote-code
     p.add_argument("--no-model", action="store_true", help="replay traces only; load no model")
     p.add_argument("--queue-size", type=int, default=QUEUE_MAX)
+    p.add_argument("--max-sessions", type=int, default=None,
+                   help="sessions holding traces of their own at once (default 16; the least recently used frees its)")
+    p.add_argument("--session-idle", type=float, default=None,
+                   help="minutes unused before a session's traces are freed (default 30; closing the tab: at once)")
     return p.parse_args(argv)
+
+
+def sessions_from_args(args: argparse.Namespace):
+    from .session import MAX_SESSIONS, SESSION_IDLE_S, Sessions
+
+    idle_s = SESSION_IDLE_S if args.session_idle is None else args.session_idle * 60
+    sweep_s = min(60.0, max(1.0, idle_s / 4))
+    return Sessions(args.max_sessions or MAX_SESSIONS, idle_s).start_sweeper(sweep_s)
 
 
 def launch(args: argparse.Namespace, block: bool = True):
@@ -43,7 +58,7 @@ def launch(args: argparse.Namespace, block: bool = True):
     loader = ModelLoader(args, enabled=not args.no_model).start()
     plotly_js = Route(PLOTLY_ROUTE, lambda request: FileResponse(PLOTLY_JS, media_type="text/javascript",
                                                                   headers={"Cache-Control": "max-age=86400"}))
-    demo = build_ui(loader)
+    demo = build_ui(loader, sessions_from_args(args))
     demo.queue(max_size=args.queue_size, default_concurrency_limit=8)
     demo.launch(server_name=args.host, server_port=args.port, share=False, inbrowser=False, show_error=False,
                 ssr_mode=False, max_file_size="20mb", theme=theme(), css=CSS, head=HEAD, footer_links=[],
@@ -53,7 +68,7 @@ def launch(args: argparse.Namespace, block: bool = True):
                 # from 50 to 250 ms over 100 clicks)
                 run_history=False,
                 enable_monitoring=False, mcp_server=False, prevent_thread_lock=True, quiet=True,
-                state_session_capacity=200, app_kwargs={"routes": [plotly_js]})
+                state_session_capacity=STATE_SESSIONS, app_kwargs={"routes": [plotly_js]})
     # our own line: quiet=True drops Gradio's, which also urges share=True (a public tunnel we never open)
     reach = "this machine only" if args.host in ("127.0.0.1", "localhost", "::1") else f"host {args.host}: other machines too"
     print(f"ReAnchor Explorer on {demo.local_url} ({reach})", flush=True)
@@ -62,13 +77,36 @@ def launch(args: argparse.Namespace, block: bool = True):
     return demo, loader
 
 
+def bind_error(host: str, port: int) -> str | None:
+    """Why host:port cannot be served, checked before loading anything (None: it can). SO_REUSEADDR as
+    the server's own socket, so a port a closed server left in TIME_WAIT counts as free."""
+    try:
+        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind((host, port))
+    except OSError as e:
+        if e.errno == errno.EADDRINUSE:
+            return f"port: {host}:{port} is in use; pick another with --port"
+        return f"host: cannot serve on {host}:{port} ({e.strerror or e})"
+    return None
+
+
 def main(argv=None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     args = parse_args(argv)
-    if not 0 < args.port < 65536:
-        print(f"error: port: {args.port} is not a port number", file=sys.stderr)
+    for name, value in (("port", args.port), ("max-sessions", args.max_sessions), ("session-idle", args.session_idle)):
+        if value is not None and (value <= 0 or (name == "port" and value >= 65536)):
+            print(f"error: {name}: {value} is out of range", file=sys.stderr)
+            return 2
+    why = bind_error(args.host, args.port)
+    if why is None:
+        try:
+            launch(args)
+        except OSError:  # taken meanwhile (Gradio: "Cannot find empty port in range")
+            why = bind_error(args.host, args.port) or f"port: {args.host}:{args.port} is in use"
+    if why:
+        print(f"error: {why}", file=sys.stderr)
         return 2
-    launch(args)
     return 0
 
 

@@ -5,10 +5,13 @@ A function that fails on a trace (a partial or odd one) shows up as a message in
 from __future__ import annotations
 
 import textwrap
+from collections import Counter
 
 from engine import analyses
 
 from . import plots
+
+REPLAY_WORK = 3_000_000  # path tokens a counterfactual may build (~2 us each): a loaded trace may ask for more
 
 NAMES = ("acceptance_histogram", "full_block_share", "post_rejection_agreement", "alignment_stats",
          "earliest_win_rate", "gain_by_offset")
@@ -72,15 +75,33 @@ def figures(results: dict):
     return h, g
 
 
+def replay_work(trace: dict, mode: str, rule: str) -> int:
+    """Path tokens replaying `mode`/`rule` on the trace's rounds builds: rule "all" attaches each block at
+    every baseline site matching its first token (a round of 128-token blocks: up to 2 M), others at one."""
+    work = 0
+    for r in trace["rounds"]:
+        L = len(r["baseline"])
+        if mode in ("ar", "dflash"):
+            work += L
+            continue
+        counts = Counter(r["baseline"]) if rule == "all" else None
+        work += 2 * L * (1 + sum(counts[b["tokens"][0]] if counts else 1 for b in r["shifted"]))
+    return work
+
+
 def counterfactual(trace: dict | None, mode: str, rule: str, name: str):
     """(figure, summary or {"unavailable": why}) for `mode`/`rule` replayed on the rounds of `trace`."""
     if not trace or not trace.get("rounds"):
         return plots.empty_figure("no run", 240), {"unavailable": "no run"}
     try:
+        work = replay_work(trace, mode, rule)
+        if work > REPLAY_WORK:
+            raise ValueError(f"counterfactual: replaying {mode} / {rule} here would build {work:,} path tokens, "
+                             f"over the {REPLAY_WORK:,} this page replays")
         rows = analyses.counterfactual(trace, mode, rule)
     except (ValueError, KeyError) as e:
-        return plots.empty_figure("<br>".join(textwrap.wrap(str(e), 60)), 240), {"unavailable": str(e)}
+        return plots.empty_figure("\n".join(textwrap.wrap(str(e), 60)), 240), {"unavailable": str(e)}
     s = analyses.counterfactual_summary(rows)
-    title = (f"{name} on these rounds (◆) vs accepted (bars)<br>τ {s['tau']:.2f} → "
+    title = (f"{name} on these rounds (◆) vs accepted (bars)\nτ {s['tau']:.2f} → "
              f"{s['counterfactual_tau']:.2f}: {s['better']} rounds better, {s['worse']} worse, {s['same']} same")
     return plots.counterfactual_figure(rows, title), s

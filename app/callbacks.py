@@ -2,12 +2,18 @@
 (app.views); the loaded Engine is shared read-only (app.loader). Wired to components in app.ui."""
 from __future__ import annotations
 
+import contextlib
+import functools
+import inspect
 import logging
 import time
+import traceback
 
 import gradio as gr
 
-from . import analysis, records, render, session, views
+from engine.options import TREE_MODES
+
+from . import analysis, plots, records, render, session, views
 from .runs import bad_input, engine_or_error, parse_inputs, start_run, stream_run
 
 log = logging.getLogger("reanchor.app")
@@ -17,41 +23,111 @@ FIG_INTERVAL_S = 0.5        # round figure at most this often while streaming
 TIMELINE_INTERVAL_S = 1.0   # timeline at most this often while streaming, times rounds / TIMELINE_ROUNDS
 TIMELINE_ROUNDS = 200       # (a timeline of n bars costs the page O(n) per draw: keep its share bounded)
 STREAM_TAIL = 300           # generated tokens shown while a run streams; the whole text once it ends
+CURVE_NODES = (4, 8, 16, 32, 64)   # the budget curve's node budgets (anchor included)
+CURVE_TOKENS = 64           # new tokens per point of the budget curve (11 runs)
 
 
 def _state(st) -> dict:
     return st if isinstance(st, dict) else session.new_state()
 
 
+def unexpected(label: str, e: Exception) -> gr.Error:
+    """An exception no check foresaw (a bug): a toast naming the control and one log line with where."""
+    where = traceback.extract_tb(e.__traceback__)[-1] if e.__traceback__ else None
+    at = f" at {where.filename.rsplit('/', 1)[-1]}:{where.lineno}" if where else ""
+    log.error("%s: %s: %s%s", label, type(e).__name__, e, at)
+    return gr.Error(f"{label}: could not show this ({type(e).__name__}: {str(e)[:200]})", title="Error",
+                    print_exception=False)
+
+
+@contextlib.contextmanager
+def named_errors(label: str):
+    """Any exception but our own messages becomes a message naming `label`."""
+    try:
+        yield
+    except gr.Error:
+        raise
+    except Exception as e:
+        raise unexpected(label, e) from None
+
+
+def shows(label: str):
+    """For callbacks on the load and show paths (runs too): nothing reaches the page as a bare "Error"."""
+    def wrap(fn):
+        if inspect.isgeneratorfunction(fn):
+            @functools.wraps(fn)
+            def stream(*args, **kwargs):
+                with named_errors(label):
+                    yield from fn(*args, **kwargs)
+            return stream
+
+        @functools.wraps(fn)
+        def call(*args, **kwargs):
+            with named_errors(label):
+                return fn(*args, **kwargs)
+        return call
+    return wrap
+
+
 class Callbacks:
-    def __init__(self, loader, trace_choices: list[tuple[str, str]]):
-        self.loader, self.trace_choices = loader, trace_choices
+    def __init__(self, loader, trace_choices: list[tuple[str, str]], sessions: session.Sessions):
+        self.loader, self.trace_choices, self.sessions = loader, trace_choices, sessions
+
+    def _session(self, st) -> dict:
+        """The session's state, marked used (Sessions frees idle and surplus sessions' traces)."""
+        st = _state(st)
+        self.sessions.touch(st)
+        return st
+
+    def _show_new(self, st, trace, trace_file, status: str, example: bool = False):
+        """Show another trace in this session (a loaded one, an example); the one it replaces is freed."""
+        had = session.owns_traces(st)
+        st.update(trace=trace, trace_file=trace_file, example=example, freed=None, keyed=None)
+        self.sessions.touch(st)
+        out = views.show_trace(st, 0, status)
+        if had:
+            session.give_back_memory()
+        return out
 
     # -- page load and status ---------------------------------------------------------------------
+    @shows("Example trace")
     def on_load(self, st):
-        st = _state(st)
+        st = self._session(st)
         if st.get("trace") is None and self.trace_choices:
             try:
-                st["trace"] = session.load_example(self.trace_choices[0][1])
-                st["trace_file"] = self.trace_choices[0][1]
+                st.update(trace=session.load_example(self.trace_choices[0][1]), trace_file=self.trace_choices[0][1],
+                          example=True)
             except ValueError as e:
                 log.warning("example trace: %s", e)
         return views.show_trace(st, 0, "example trace" if st.get("trace") else "")
+
+    def on_unload(self, request: gr.Request):
+        """The tab closed: Gradio would keep the session's state for an hour, and its last outputs (for deep
+        links: a whole text view) until 100 more sessions came; free both now."""
+        holder = getattr(request.request.app, "state_holder", None) if request.request else None
+        if holder is not None and request.session_hash in holder:
+            holder.delete_state(request.session_hash)  # calls Sessions.release on our state
+            with holder.lock:
+                holder.session_data.pop(request.session_hash, None)
+                holder.time_last_used.pop(request.session_hash, None)
 
     def on_status(self):
         return self.loader.status(), gr.Timer(active=self.loader.loading)
 
     # -- runs -------------------------------------------------------------------------------------
-    def begin(self, st, inputs: tuple, label: str):
-        """Check the controls, refuse a second run in the session, start one: (state, engine, run, ids, config)."""
-        st = _state(st)
-        p, m, r, t, s, n, k = parse_inputs(*inputs[:-1])
+    def begin(self, st, inputs: tuple, label: str, choices: tuple[str, str] = ("Mode", "Attachment rule")):
+        """Check the controls, refuse a second run in the session, start one: (state, engine, run, ids, config).
+        `inputs`: the run controls, the Drafter menu's choice last; `choices`: the labels of the mode and rule
+        controls used."""
+        st = self._session(st)
+        p, m, r, t, s, n, k, N = parse_inputs(*inputs[:-1], choices=choices)
         engine = engine_or_error(self.loader, inputs[-1])
         if st.get("run") is not None:
             raise bad_input(f"{label}: a run is already in progress in this session; press Stop first")
-        run, ids = start_run(engine, p, m, r, t, s, n, k)
+        run, ids = start_run(engine, p, m, r, t, s, n, k, N)
         st["run"] = run
-        config = {"mode": m, "rule": r, "temperature": t, "seed": s, "max_new_tokens": n, "max_shifted": k}
+        config = {"mode": m, "rule": r, "temperature": t, "seed": s, "max_new_tokens": n, "max_shifted": k,
+                  "max_trie_nodes": N}
         return st, engine, run, ids, config
 
     def _live_update(self, st, live, clock: dict):
@@ -69,9 +145,10 @@ class Callbacks:
                 views.slider(live, i if st.get("follow") else None), cap_out, fig_out, tl_out,
                 gr.update(interactive=False), skip, skip, skip)
 
-    def on_run(self, prompt_v, mode_v, rule_v, temp_v, seed_v, max_v, shifted_v, drafter_v, st):
+    @shows("Run")
+    def on_run(self, prompt_v, mode_v, rule_v, temp_v, seed_v, max_v, shifted_v, nodes_v, drafter_v, st):
         st, engine, run, ids, config = self.begin(
-            st, (prompt_v, mode_v, rule_v, temp_v, seed_v, max_v, shifted_v, drafter_v), "Run")
+            st, (prompt_v, mode_v, rule_v, temp_v, seed_v, max_v, shifted_v, nodes_v, drafter_v), "Run")
         st["follow"] = True if st.get("follow") is None else st["follow"]
         skip, live = gr.skip(), None
         clock = {"text": 0.0, "fig": 0.0, "tl": 0.0}
@@ -80,7 +157,7 @@ class Callbacks:
                gr.update(interactive=False), skip, skip, skip)
         try:
             for live, rec in stream_run(engine, run, ids, config):
-                st["trace"], st["trace_file"] = live, None
+                st.update(trace=live, trace_file=None, example=False, freed=None)
                 i = len(live["rounds"]) - 1
                 if st.get("follow"):
                     st["view"] = i
@@ -93,7 +170,8 @@ class Callbacks:
             st["run"], st["stopping"] = None, False
             log.info("run ended after %d rounds", len(live["rounds"]) if live else 0)
         trace = run.trace()
-        st["trace"], st["trace_file"] = trace, session.export_trace(trace)
+        st.update(trace=trace, trace_file=session.export_trace(trace), example=False, freed=None)
+        self.sessions.touch(st)
         status = "stopped" if (run.result or {}).get("stopped") else "done"
         yield views.show_trace(st, len(trace["rounds"]) - 1 if st.get("follow") else st.get("view", 0), status)
 
@@ -105,9 +183,11 @@ class Callbacks:
             st["stopping"] = True
             st["run"].stop()
 
-    def on_compare(self, prompt_v, mode_v, rule_v, temp_v, seed_v, max_v, shifted_v, drafter_v, st):
+    @shows("Run comparison")
+    def on_compare(self, prompt_v, mode_v, rule_v, temp_v, seed_v, max_v, shifted_v, nodes_v, drafter_v, st):
         st, engine, run, ids, config = self.begin(
-            st, (prompt_v, mode_v, rule_v, temp_v, seed_v, max_v, shifted_v, drafter_v), "Run comparison")
+            st, (prompt_v, mode_v, rule_v, temp_v, seed_v, max_v, shifted_v, nodes_v, drafter_v), "Run comparison",
+            ("Comparison mode", "Comparison rule"))
         last, skip = 0.0, gr.skip()
         try:
             for live, _ in stream_run(engine, run, ids, config):
@@ -120,12 +200,37 @@ class Callbacks:
             run.stop()
             st["run"], st["stopping"] = None, False
         st["compare"] = run.trace()
+        self.sessions.touch(st)
         yield (st, *views.compare_views(st), views.metrics(st, "with comparison"))
 
+    @shows("Budget curve")
+    def on_budget_curve(self, prompt_v, temp_v, seed_v, max_v, st):
+        """tau and tokens/s of both tree modes against the node budget N, on the prompt box's prompt
+        (DDTree's budget figure for this prompt and this machine); dflash's chain for reference."""
+        st = self._session(st)
+        p, _, _, t, s, n, _, _ = parse_inputs(prompt_v, "ddtree", "earliest", temp_v, seed_v, max_v)
+        engine = engine_or_error(self.loader)
+        if st.get("run") is not None:
+            raise bad_input("Budget curve: a run is in progress in this session; press Stop first")
+        points: list[dict] = []
+        for mode, N in [("dflash", None)] + [(m, N) for m in TREE_MODES for N in CURVE_NODES]:
+            run, _ = start_run(engine, p, mode, "earliest", t, s, min(n, CURVE_TOKENS), None, N)
+            st["run"] = run
+            try:
+                stats = run.finish()["stats"]
+            finally:
+                st["run"] = None
+            points.append({"mode": mode, "nodes": N, "tau": stats["tau"], "tokens_per_s": stats["tokens_per_s"]})
+            yield plots.budget_curve_figure(points), {"budget_curve": points}
+
     # -- round navigation -------------------------------------------------------------------------
+    @shows("Round inspector")
     def goto(self, st, i):
-        st = _state(st)
+        st = self._session(st)
         trace = st.get("trace")
+        if trace is None and st.get("freed"):
+            raise bad_input(f"Round inspector: this session's trace was freed ({st['freed']}); load or run again",
+                            "Trace freed")
         i, cap, fig = views.round_outputs(st, i)
         st["view"] = i
         following = st.get("run") is not None and trace and i == len(trace.get("rounds", [])) - 1
@@ -141,18 +246,21 @@ class Callbacks:
     def last(self, st):
         return self.goto(st, len((_state(st).get("trace") or {}).get("rounds", [])) - 1)
 
+    @shows("Text view")
     def on_token_click(self, st, evt: gr.EventData):
         r = (getattr(evt, "_data", None) or {}).get("r")
         if r is None:
             return gr.skip(), gr.skip(), gr.skip(), gr.skip()
         return self.goto(st, max(0, int(r)))  # -1: the prefill's token; show the first round
 
+    @shows("Timeline")
     def on_timeline_click(self, st, evt: gr.EventData):
         r = (getattr(evt, "_data", None) or {}).get("round")
         if r is None:
             return gr.skip(), gr.skip(), gr.skip(), gr.skip()
         return self.goto(st, int(r))
 
+    @shows("Go to round of token #")
     def on_token_go(self, k, st):
         trace = (st or {}).get("trace")
         if not trace:
@@ -160,7 +268,7 @@ class Callbacks:
         rounds_of_tok = records.token_rounds(trace)
         try:
             k = int(k)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             raise bad_input("Go to round of token #: enter a token number") from None
         if not 0 <= k < len(rounds_of_tok):
             raise bad_input(f"Go to round of token #: must be between 0 and {len(rounds_of_tok) - 1}")
@@ -173,6 +281,7 @@ class Callbacks:
         return gr.Timer(active=st["playing"]), gr.update(value="⏸ pause" if st["playing"] else "▶ play"), \
             gr.update(value=bool(st.get("follow")))
 
+    @shows("Play")
     def on_tick(self, st):
         trace = st.get("trace")
         n = len(trace.get("rounds", [])) if trace else 0
@@ -183,27 +292,31 @@ class Callbacks:
         return (*self.goto(st, i), gr.Timer(active=True), gr.skip())
 
     # -- traces -----------------------------------------------------------------------------------
+    @shows("Load trace")
     def on_upload(self, path, st):
-        st = _state(st)
+        st = self._session(st)
         if st.get("run") is not None:
             raise bad_input("Load trace: a run is in progress; press Stop first")
         try:
             trace = session.load_trace_file(path)
         except ValueError as e:
             raise bad_input(str(e), "Bad trace") from None
-        st["trace"], st["trace_file"], st["compare"] = trace, path, None
-        return views.show_trace(st, 0, "loaded trace")
+        st["compare"] = None
+        return self._show_new(st, trace, path, "loaded trace")
 
-    def on_example_trace(self, label, st, n_out: int):
-        path = dict(self.trace_choices).get(label)
+    @shows("Example trace")
+    def on_example_trace(self, label, st):
+        path = dict(self.trace_choices).get(label) if isinstance(label, str) else None
         if not path:
-            return (gr.skip(),) * n_out
-        st = _state(st)
+            raise bad_input(f"Example trace: {str(label)[:80]!r} is not one of: "
+                            f"{', '.join(name for name, _ in self.trace_choices)}")
+        st = self._session(st)
         if st.get("run") is not None:
             raise bad_input("Example trace: a run is in progress; press Stop first")
-        st["trace"], st["trace_file"], st["compare"] = session.load_example(path), path, None
-        return views.show_trace(st, 0, "example trace")
+        st["compare"] = None
+        return self._show_new(st, session.load_example(path), path, "example trace", example=True)
 
+    @shows("Analyse the example traces")
     def on_example_analyses(self):
         """The paper's analyses over every shipped example trace at once (recorded with the embedded model)."""
         traces = [session.load_example(path) for _, path in self.trace_choices]

@@ -1,7 +1,9 @@
 """Pure Plotly figure builders: a figure is a function of round records (+ the token_texts map) only.
 
-Every token string placed in a figure goes through app.tokentext (escaped, whitespace visible); layout
-strings are our own. Figures carry no template (template "none") to keep the JSON small.
+Every string placed in a figure, token text or label or title, goes through app.tokentext.plotly_text
+(escaped once; token text also made visible): titles arrive as plain text, a newline breaks the line.
+A figure's size follows the lists of the (validated) round it draws, never a number read from a file.
+Figures carry no template (template "none") to keep the JSON small.
 """
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import plotly.graph_objects as go
 from engine.analyses import baseline_accepted
 
 from . import records
-from .tokentext import tok_cell, tok_full
+from .tokentext import plotly_text, tok_cell, tok_full
 
 BASE_COLOR = "#3b6fd4"
 SHARED_COLOR = "#7b5fc7"
@@ -146,7 +148,7 @@ def _grid_traces(rows: list[dict], xs: list[int], token_texts: dict) -> list[dic
     scale = []
     for i, c in enumerate([BASE_COLOR, GREY] + D_COLORS):
         scale += [[i / n_codes, c], [(i + 1) / n_codes, c]]
-    return [{"type": "heatmap", "x": xs, "y": [r["label"] for r in rows], "z": z, "text": text, "customdata": full,
+    return [{"type": "heatmap", "x": xs, "y": [plotly_text(r["label"]) for r in rows], "z": z, "text": text, "customdata": full,
              "texttemplate": "%{text}", "hovertemplate": "%{y} · pos %{x}: %{text}%{customdata}<extra></extra>",
              "colorscale": scale, "zmin": 0, "zmax": n_codes, "showscale": False, "xgap": 2, "ygap": 2,
              "textfont": {"size": 10, "color": "white"}, "name": "blocks", "xaxis": "x", "yaxis": "y"}]
@@ -160,16 +162,25 @@ def _site_traces(rows: list[dict], s: int) -> list[dict]:
             chosen = r["chosen"] is not None and t == int(r["chosen"])
             attached = t in r["attached"]
             sx.append(s + t)
-            sy.append(r["label"])
+            sy.append(plotly_text(r["label"]))
             ssym.append("square-open" if chosen else "diamond-open" if attached else "circle-open")
             ssize.append(20 if chosen else 15 if attached else 11)
             note = " · chosen" if chosen else " · attached" if attached else ""
-            shov.append(f"g({r['d']})[0] = g(0)[{t}]{note}")
+            shov.append(plotly_text(f"g({r['d']})[0] = g(0)[{t}]{note}"))
     if not sx:
         return []
     return [{"type": "scatter", "x": sx, "y": sy, "mode": "markers", "hovertext": shov,
              "hoverinfo": "text", "name": "matching site", "xaxis": "x", "yaxis": "y",
              "marker": {"symbol": ssym, "size": ssize, "color": "#111", "line": {"width": 2}}}]
+
+
+def _drafter_note(trie: dict, i: int) -> str:
+    """The drafter's own view of node i, when the trace keeps it: its block, rank and probability there."""
+    rank, prob, block = (trie.get(k) for k in ("rank", "prob", "block"))
+    if i == 0 or not (isinstance(rank, list) and isinstance(prob, list) and i < min(len(rank), len(prob))):
+        return ""
+    src = "g(0)" if not block or i >= len(block) or not block[i] else f"g({int(block[i])})"
+    return f"<br>drafter: rank {int(rank[i]) + 1} in {src}, p = {float(prob[i]):.3f}"
 
 
 def _trie_node_traces(rec: dict, token_texts: dict, trie_y: list[float], acc_set: set[int]) -> list[dict]:
@@ -191,17 +202,18 @@ def _trie_node_traces(rec: dict, token_texts: dict, trie_y: list[float], acc_set
             prov = trie["provenance"][i]
             paths = ", ".join(_path_label(rec, p) for p in prov[:6]) + (f" +{len(prov) - 6}" if len(prov) > 6 else "")
             cd.append([i, tok_full(token_texts, trie["tokens"][i]),
-                       tok_full(token_texts, top1[i]) if i < len(top1) else "?", paths,
-                       " · accepted" if i in acc_set else ""])
+                       tok_full(token_texts, top1[i]) if i < len(top1) else "?", plotly_text(paths),
+                       " · accepted" if i in acc_set else "", _drafter_note(trie, i)])
         name = {"baseline": "baseline g(0)", "shared": "shared"}.get(cat, f"g({cat[1:]}) only")
         out.append({
             "type": "scatter", "x": [s + int(depths[i]) for i in nodes], "y": [trie_y[i] for i in nodes],
-            "mode": "markers+text", "name": name, "xaxis": "x2", "yaxis": "y2", "customdata": cd,
+            "mode": "markers+text", "name": plotly_text(name), "xaxis": "x2", "yaxis": "y2", "customdata": cd,
             "text": [tok_cell(token_texts, trie["tokens"][i], 6) if (i in acc_set or not many) else ""
                      for i in nodes],
             "textposition": "top center", "textfont": {"size": 9},
             "hovertemplate": "node %{customdata[0]} · pos %{x}: %{customdata[1]}%{customdata[4]}"
-                             "<br>target top-1: %{customdata[2]}<br>paths: %{customdata[3]}<extra></extra>",
+                             "<br>target top-1: %{customdata[2]}<br>paths: %{customdata[3]}%{customdata[5]}"
+                             "<extra></extra>",
             "marker": {"size": [13 if i in acc_set else 9 for i in nodes], "color": category_color(cat),
                        "line": {"width": [2.5 if i in acc_set else 0 for i in nodes], "color": ACCEPT_COLOR}}})
     return out
@@ -258,7 +270,7 @@ def _round_layout(rec: dict, n_rows: int, n_slots: int, max_depth: int, title: s
                      f" ({baseline_accepted(rec)} baseline-alone) · {len(rec['trie']['parents'])} trie nodes")
     return {
         "template": "none", "font": FONT, "height": 90 + grid_h + trie_h,
-        "margin": {"l": 90, "r": 10, "t": 34, "b": 40}, "title": {"text": head, "x": 0.01, "font": {"size": 13}},
+        "margin": {"l": 90, "r": 10, "t": 34, "b": 40}, "title": {"text": plotly_text(head), "x": 0.01, "font": {"size": 13}},
         "showlegend": False,  # a Plotly legend costs ~45 ms per draw: the page shows FIGURE_LEGEND instead
         "hoverlabel": {"font": {"family": "ui-monospace, 'DejaVu Sans Mono', monospace", "size": 11}},
         "plot_bgcolor": "white", "paper_bgcolor": "white", "uirevision": "round",
@@ -297,12 +309,12 @@ def timeline_figure(rounds: list[dict], title: str = "accepted length per round"
     parts = [records.round_lengths(r) for r in rounds]
     x = list(range(len(rounds)))
     fig = go.Figure()
-    for key, name, color in (("baseline", "baseline alone", BASE_COLOR), ("shifted", "shifted gain", D_COLORS[0]),
-                             ("bonus", "bonus", BONUS_COLOR)):
+    for key, name, color in (("baseline", "baseline alone", BASE_COLOR), ("branches", "tree branches", SHARED_COLOR),
+                             ("shifted", "shifted gain", D_COLORS[0]), ("bonus", "bonus", BONUS_COLOR)):
         fig.add_trace(go.Bar(x=x, y=[p[key] for p in parts], name=name, marker_color=color,
                              hovertemplate=f"round %{{x}}: %{{y}} {name}<extra></extra>"))
     fig.update_layout(template="none", font=FONT, barmode="stack", height=230, bargap=0.1,
-                      margin=dict(l=40, r=10, t=36, b=36), title=dict(text=title, x=0.01, font=dict(size=13)),
+                      margin=dict(l=40, r=10, t=36, b=36), title=dict(text=plotly_text(title), x=0.01, font=dict(size=13)),
                       xaxis=dict(title_text="round"), yaxis=dict(title_text="tokens"),
                       legend=dict(orientation="h", x=1, xanchor="right", y=1.02, yanchor="bottom"),
                       plot_bgcolor="white", paper_bgcolor="white")
@@ -324,17 +336,17 @@ def counterfactual_figure(rows: list[dict], title: str) -> go.Figure:
                    hovertemplate="round %{x}: would accept %{y} (%{customdata[0]:+d})%{customdata[1]}<extra></extra>"),
     ])
     fig.update_layout(template="none", font=FONT, height=250, bargap=0.15, margin=dict(l=40, r=10, t=52, b=36),
-                      title=dict(text=title, x=0.01, font=dict(size=12)), xaxis=dict(title_text="round"),
+                      title=dict(text=plotly_text(title), x=0.01, font=dict(size=12)), xaxis=dict(title_text="round"),
                       yaxis=dict(title_text="accepted drafts"), plot_bgcolor="white", paper_bgcolor="white",
                       showlegend=False)  # the title says what bars and markers are
     return fig
 
 
 def bar_figure(xs: list, ys: list, title: str, xtitle: str, ytitle: str, color: str = BASE_COLOR) -> go.Figure:
-    fig = go.Figure(go.Bar(x=list(xs), y=list(ys), marker_color=color))
+    fig = go.Figure(go.Bar(x=[plotly_text(x) for x in xs], y=list(ys), marker_color=color))
     fig.update_layout(template="none", font=FONT, height=240, margin=dict(l=45, r=10, t=36, b=40),
-                      title=dict(text=title, x=0.01, font=dict(size=13)), xaxis=dict(title_text=xtitle),
-                      yaxis=dict(title_text=ytitle), plot_bgcolor="white", paper_bgcolor="white")
+                      title=dict(text=plotly_text(title), x=0.01, font=dict(size=13)),
+                      xaxis=dict(title_text=plotly_text(xtitle)), yaxis=dict(title_text=plotly_text(ytitle)), plot_bgcolor="white", paper_bgcolor="white")
     return fig
 
 
@@ -342,6 +354,27 @@ def empty_figure(message: str = "no round yet", height: int = 220) -> go.Figure:
     fig = go.Figure()
     fig.update_layout(template="none", font=FONT, height=height, margin=dict(l=10, r=10, t=10, b=10),
                       xaxis=dict(visible=False), yaxis=dict(visible=False),
-                      annotations=[dict(text=message, showarrow=False, x=0.5, y=0.5, xref="paper",
+                      annotations=[dict(text=plotly_text(message), showarrow=False, x=0.5, y=0.5, xref="paper",
                                         yref="paper", font=dict(size=13, color="#888"))])
+    return fig
+
+
+def budget_curve_figure(points: list[dict]) -> go.Figure:
+    """tau and tokens/s against the node budget N, one line per tree mode; dflash's chain as a dashed line."""
+    from plotly.subplots import make_subplots
+
+    fig = make_subplots(rows=1, cols=2, subplot_titles=["τ against N", "tokens/s against N"])
+    for mode in dict.fromkeys(p["mode"] for p in points):
+        pts = [p for p in points if p["mode"] == mode]
+        for col, key in ((1, "tau"), (2, "tokens_per_s")):
+            if pts[0]["nodes"] is None:   # the chain: a reference level
+                fig.add_hline(y=pts[0][key], line_dash="dash", line_color="#888", row=1, col=col,
+                              annotation_text=mode if col == 1 else None)
+            else:
+                fig.add_trace(go.Scatter(x=[p["nodes"] for p in pts], y=[p[key] for p in pts], name=mode,
+                                         legendgroup=mode, showlegend=col == 1, mode="lines+markers"), row=1, col=col)
+    fig.update_xaxes(title_text="node budget N (anchor included)", type="log")
+    fig.update_layout(template="none", font=FONT, height=300, margin=dict(l=45, r=10, t=40, b=45),
+                      legend=dict(orientation="h", x=1, xanchor="right", y=1.12), plot_bgcolor="white",
+                      paper_bgcolor="white")
     return fig

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.analyses import baseline_accepted
+from engine.analyses import baseline_accepted, round_gain
 from engine.trace import token_sources
 
 Round = dict[str, Any]
@@ -38,11 +38,15 @@ def node_category(sources: list[int]) -> str:
 
 
 def round_lengths(rec: Round) -> dict[str, int]:
-    """Accepted length split: baseline-alone drafts, shifted gain, bonus (1 unless the round was cut)."""
+    """Accepted length split: baseline-alone drafts, the gain through other branches of g(0)'s own
+    ranking (tree modes), the gain through shifted blocks, and the bonus (1 unless the round was cut)."""
     a = int(rec.get("accepted", 0))
     base = min(baseline_accepted(rec), a)
     committed = len(rec.get("new_tokens", [])) or a + 1
-    return {"baseline": base, "shifted": a - base, "bonus": max(0, committed - a), "accepted": a}
+    d, extra = round_gain(rec)
+    branches = extra if d == 0 else 0
+    return {"baseline": base, "branches": branches, "shifted": a - base - branches,
+            "bonus": max(0, committed - a), "accepted": a}
 
 
 def token_rounds(trace: dict) -> list[int]:

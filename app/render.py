@@ -5,7 +5,7 @@ from engine.trace import token_sources
 
 from . import records
 from .plots import BASE_COLOR, BONUS_COLOR, D_COLORS, SHARED_COLOR
-from .tokentext import escape, piece, text_html
+from .tokentext import escape, text_html
 
 PROMPT_TAIL = 600  # prompt tokens shown (the rest is elided)
 
@@ -43,36 +43,36 @@ def source_style(src: str) -> tuple[str, str]:
     return "rx-x", "bonus"
 
 
-def text_view(prompt_ids: list[int], first_token: int | None, rounds: list[dict], token_texts: dict,
-              selected_round: int | None = None, tail: int | None = None) -> str:
+def text_view(prompt: list[str], output: list[str], rounds: list[dict], selected_round: int | None = None,
+              tail: int | None = None) -> str:
     """The prompt (grey) and every generated token coloured by provenance.
 
-    Every generated token is a span with data-r (its round, -1 for the prefill token) and data-k (its index
-    in output_ids); its title names round, index and source. All token text is escaped.
+    `prompt` and `output`: the text of each prompt token and of each generated token (app.tokentext.
+    trace_pieces), so characters split over tokens show as written. Every generated token is a span with
+    data-r (its round, -1 for the prefill token) and data-k (its index in output_ids); its title names
+    round, index and source. All token text is escaped.
     tail: show only the last `tail` generated tokens, for updates while a long run streams: the page rebuilds
     the view span by span on every update (tests/test_app_long_run.py measures it).
     """
     parts = ["<div class='rx-text' id='rx-text'>"]
-    shown = prompt_ids[-PROMPT_TAIL:]
-    if len(prompt_ids) > len(shown):
-        parts.append(f"<span class='rx-p'>[… {len(prompt_ids) - len(shown)} prompt tokens]</span>")
-    parts.append("<span class='rx-p'>" + text_html("".join(piece(token_texts, t) for t in shown)) + "</span>")
-    tokens = [(ri, tok, src) for ri, rec in enumerate(rounds)
-              for tok, src in zip(rec.get("new_tokens", []), token_sources(rec))]
-    first = 0 if first_token is None else 1  # data-k of the first round's first token
-    skip = max(0, first + len(tokens) - tail) if tail is not None else 0
+    shown = prompt[-PROMPT_TAIL:]
+    if len(prompt) > len(shown):
+        parts.append(f"<span class='rx-p'>[… {len(prompt) - len(shown)} prompt tokens]</span>")
+    parts.append("<span class='rx-p'>" + text_html("".join(shown)) + "</span>")
+    tokens = [(ri, src) for ri, rec in enumerate(rounds) for src in token_sources(rec)]
+    first = 1 if len(output) > len(tokens) else 0  # the prefill's token leads (none before a run starts)
+    skip = max(0, len(output) - tail) if tail is not None else 0
     if skip:
         parts.append(f"<span class='rx-p'>[… {skip} earlier tokens]</span>")
-    if first_token is not None and not skip:
-        parts.append(f"<span class='rx-x' data-r='-1' data-k='0' title='#0 prefill'>"
-                     f"{text_html(piece(token_texts, first_token))}</span>")
-    for k, (ri, tok, src) in enumerate(tokens, start=first):
+    if first == 1 and not skip:
+        parts.append(f"<span class='rx-x' data-r='-1' data-k='0' title='#0 prefill'>{text_html(output[0])}</span>")
+    for k, (ri, src) in enumerate(tokens, start=first):
         if k < skip:
             continue
         sel = " sel" if selected_round == ri else ""
         cls, label = source_style(src)
         parts.append(f"<span class='{cls}{sel}' data-r='{ri}' data-k='{k}' "
-                     f"title='#{k} round {ri} {label}'>{text_html(piece(token_texts, tok))}</span>")
+                     f"title='#{k} round {ri} {label}'>{text_html(output[k] if k < len(output) else '')}</span>")
     parts.append("</div>")
     return "".join(parts)
 
@@ -103,13 +103,16 @@ def metrics_view(stats: dict | None, compare: dict | None = None, status: str = 
 
 
 def round_caption(rec: dict, index: int, total: int) -> str:
+    """One line of HTML (escaped: a loaded trace's numbers are no markup)."""
     lens = records.round_lengths(rec)
     attached = sum(1 for s in rec.get("shifted", []) if s.get("chosen") is not None)
-    return (f"Round {index} (rounds 0–{total - 1}): anchor at position {rec['anchor_pos']}, "
-            f"{len(rec.get('shifted', []))} shifted blocks ({attached} attached), "
-            f"{len(rec['trie']['tokens'])} trie nodes, accepted {lens['accepted']} "
-            f"= {lens['baseline']} baseline-alone + {lens['shifted']} shifted gain, "
-            f"draft {rec.get('draft_ms', 0):.1f} ms, verify {rec.get('verify_ms', 0):.1f} ms")
+    return escape(f"Round {index} (rounds 0–{total - 1}): anchor at position {rec['anchor_pos']}, "
+                  f"{len(rec.get('shifted', []))} shifted blocks ({attached} attached), "
+                  f"{len(rec['trie']['tokens'])} trie nodes, accepted {lens['accepted']} "
+                  f"= {lens['baseline']} baseline-alone"
+                  + (f" + {lens['branches']} through tree branches" if lens["branches"] else "")
+                  + f" + {lens['shifted']} shifted gain, "
+                  f"draft {rec.get('draft_ms', 0):.1f} ms, verify {rec.get('verify_ms', 0):.1f} ms")
 
 
 def _chip(color: str, text: str, shape: str = "■") -> str:

@@ -10,8 +10,8 @@ import gradio as gr
 from engine.decode import DecodeConfig
 from engine.decode.cost import budget_for
 from engine.errors import InputError
-from engine.options import MODES, RULES, parse_max_shifted, to_int
-from engine.trace import add_round, new_trace
+from engine.options import MODES, RULES, parse_max_shifted, parse_max_trie_nodes, to_int
+from engine.trace import TextPieces, add_round, new_trace
 
 from . import session
 
@@ -28,29 +28,33 @@ def field_error(e: InputError, title: str = "Bad input") -> gr.Error:
     return bad_input(f"{session.field_label(e.field)}: {e.message}", title)
 
 
-def parse_inputs(prompt, mode, rule, temperature, seed, max_new, shifted="all"):
-    """Check the controls; raise a gr.Error naming the control (the app keeps serving)."""
-    if not isinstance(prompt, str) or not prompt.strip():
+def parse_inputs(prompt, mode, rule, temperature, seed, max_new, shifted="all", nodes="all",
+                 choices: tuple[str, str] = ("Mode", "Attachment rule")):
+    """Check the controls (values as sent: the page's, or anything through the API); raise a gr.Error
+    naming the control (the app keeps serving). `choices`: the labels of the mode and rule controls."""
+    if not isinstance(prompt, str):
+        raise bad_input(f"Prompt: must be text, got {str(prompt)[:80]!r}")
+    if not prompt.strip():
         raise bad_input("Prompt: is empty; type a prompt or pick an example")
     if len(prompt) > session.MAX_PROMPT_CHARS:
         raise bad_input(f"Prompt: {len(prompt)} characters, at most {session.MAX_PROMPT_CHARS}")
-    if mode not in MODES:
-        raise bad_input(f"Mode: unknown mode {mode!r}")
-    if rule not in RULES:
-        raise bad_input(f"Attachment rule: unknown rule {rule!r}")
+    for label, value, allowed in ((choices[0], mode, MODES), (choices[1], rule, RULES)):
+        if not isinstance(value, str) or value not in allowed:
+            raise bad_input(f"{label}: {str(value)[:80]!r} is not one of: {', '.join(allowed)}")
     try:
         t = float(temperature)
     except (TypeError, ValueError):
-        raise bad_input(f"Temperature: {temperature!r} is not a number") from None
+        raise bad_input(f"Temperature: {str(temperature)[:80]!r} is not a number") from None
     if not 0.0 <= t <= 10.0:
         raise bad_input(f"Temperature: must be between 0 and 10, got {t}")
     try:
         s = to_int(seed, "seed", 0, 2**31 - 1)
         n = to_int(max_new, "max_new_tokens", 1, session.APP_MAX_NEW_TOKENS)
         k = parse_max_shifted("all" if shifted is None else shifted)
+        N = parse_max_trie_nodes("all" if nodes is None else nodes)
     except InputError as e:
         raise field_error(e) from None
-    return prompt, mode, rule, t, s, n, k
+    return prompt, mode, rule, t, s, n, k, N
 
 
 def engine_or_error(loader, drafter: str | None = None):
@@ -68,9 +72,10 @@ def engine_or_error(loader, drafter: str | None = None):
     raise bad_input("Model: still loading; try again in a few seconds (see the status line)", "Model")
 
 
-def start_run(engine, prompt, mode, rule, t, s, n, k=None):
+def start_run(engine, prompt, mode, rule, t, s, n, k=None, N=None):
     """(run, prompt ids) or a gr.Error naming the field the engine rejected."""
-    cfg = DecodeConfig(mode=mode, rule=rule, temperature=t, seed=s, max_new_tokens=n, max_shifted=k)
+    cfg = DecodeConfig(mode=mode, rule=rule, temperature=t, seed=s, max_new_tokens=n, max_shifted=k,
+                       max_trie_nodes=N)
     try:
         ids = engine.encode_prompt(prompt)
         run = engine.run(ids, cfg, budget_for(engine, cfg))
@@ -85,12 +90,12 @@ def stream_run(engine, run, ids, config: dict):
     The run is stopped in `finally`, so a closed generator (Stop, client gone) ends it.
     """
     tok = engine.models.tokenizer
-    live = new_trace(config, ids, tok)
+    live, pieces = new_trace(config, ids, tok), TextPieces(tok)
     live["elapsed_s"] = 0.0
     t0 = time.monotonic()
     try:
         for rec in run:
-            add_round(live, rec, tok)
+            add_round(live, rec, tok, pieces)
             live["elapsed_s"] = time.monotonic() - t0
             yield live, rec
     finally:

@@ -1,27 +1,128 @@
-"""Per-session state (kept in gr.State, never at module level) and trace bookkeeping for the UI."""
+"""Per-session state (kept in gr.State, never at module level), the bounds on what sessions hold
+(Sessions), and trace bookkeeping for the UI."""
 from __future__ import annotations
 
+import ctypes
+import logging
 import os
+import shutil
 import tempfile
+import threading
 import time
+import weakref
+from collections import OrderedDict
 from functools import lru_cache
 from pathlib import Path
 
 from engine.paths import TRACES as TRACES_DIR
 from engine.trace import load_trace, run_stats, save_trace
 
+log = logging.getLogger("reanchor.app")
+
 MAX_UPLOAD_BYTES = 20 * 1024 * 1024
+# What sessions may hold, for this machine (2 cores, 24 GiB): a 20 MB trace takes ~150 MB once parsed.
+MAX_SESSIONS = 16         # sessions holding a trace of their own; the least recently used gives its up
+SESSION_IDLE_S = 30 * 60  # a session's traces are freed after this long unused (closing the tab: at once)
+SESSION_LIFETIME_S = 6 * 3600  # Gradio drops a session's state this long after its last load or run
+EXPORT_PREFIX = "reanchor-app-"
 APP_MAX_NEW_TOKENS = 2048
 MAX_PROMPT_CHARS = 20000
 FIELD_LABELS = {"prompt": "Prompt", "mode": "Mode", "rule": "Attachment rule", "temperature": "Temperature",
-                "seed": "Seed", "max_new_tokens": "Max new tokens", "max_shifted": "Shifted blocks",
+                "seed": "Seed", "max_new_tokens": "Max new tokens", "max_shifted": "Shifted blocks", "max_trie_nodes": "Trie nodes",
                 "trace": "Load trace", "schema": "Load trace", "target": "Target", "drafter": "Drafter", "device": "Device"}
 
 
-def new_state() -> dict:
-    """One browser session: the trace shown, the comparison, the running run's stop handle, view flags."""
-    return {"trace": None, "compare": None, "run": None, "follow": True, "view": 0, "playing": False,
-            "trace_file": None}
+class State(dict):
+    """One browser session's state; a dict that Sessions can refer to weakly (never keeping it alive)."""
+
+
+def new_state() -> State:
+    """One browser session: the trace shown, the comparison, the running run's stop handle, view flags.
+    `example`: the trace shown is a shipped example (shared by every session, so not this session's)."""
+    return State(trace=None, compare=None, run=None, follow=True, view=0, playing=False, trace_file=None,
+                 example=False, freed=None)
+
+
+def owns_traces(st: dict) -> bool:
+    """Whether the session holds a trace of its own (a loaded one, a run's, a comparison)."""
+    return (st.get("trace") is not None and not st.get("example")) or st.get("compare") is not None
+
+
+def free_traces(st: dict, why: str) -> None:
+    """Drop the session's traces (and its exported file): the page says why when next used."""
+    path = st.get("trace_file")
+    if path and Path(path).parent.name.startswith(EXPORT_PREFIX):
+        shutil.rmtree(Path(path).parent, ignore_errors=True)
+    st.update(trace=None, compare=None, keyed=None, trace_file=None, example=False, view=0, freed=why)
+
+
+def give_back_memory() -> None:
+    """Hand freed heap back to the system: glibc keeps it otherwise (a freed 20 MB trace left ~40 MB)."""
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc
+        pass
+
+
+class Sessions:
+    """Bounds what the server holds for its sessions: at most `max_sessions` hold traces of their own (the
+    least recently used frees its first), none after `idle_s` unused, and a session's are freed as soon as
+    its tab closes (`release`, Gradio's unload). Every callback `touch`es its session's state."""
+
+    def __init__(self, max_sessions: int = MAX_SESSIONS, idle_s: float = SESSION_IDLE_S):
+        self.max_sessions, self.idle_s = max_sessions, idle_s
+        self._used: OrderedDict[int, tuple[weakref.ref, float]] = OrderedDict()  # least recent first
+        self._lock = threading.Lock()
+
+    def touch(self, st: State) -> None:
+        now = time.monotonic()
+        key = id(st)
+        with self._lock:
+            self._used.pop(key, None)
+            self._used[key] = (weakref.ref(st), now)
+            over = self._over_bounds(now)
+        for other, why in over:
+            self._free(other, why)
+
+    def _over_bounds(self, now: float) -> list[tuple[State, str]]:
+        """Sessions to free: those idle too long, then the least recently used beyond the count."""
+        for key in [k for k, (ref, _) in self._used.items() if ref() is None]:  # gone: Gradio dropped them
+            del self._used[key]
+        live = [(ref(), t) for ref, t in self._used.values()]
+        holding = [(s, t) for s, t in live if s is not None and owns_traces(s) and s.get("run") is None]
+        idle = [(s, f"unused for {self.idle_s / 60:.0f} min") for s, t in holding if now - t > self.idle_s]
+        kept = [s for s, t in holding if now - t <= self.idle_s]
+        extra = len(kept) - self.max_sessions
+        return idle + [(s, f"{self.max_sessions} sessions held traces") for s in kept[:max(0, extra)]]
+
+    def sweep(self) -> None:
+        with self._lock:
+            over = self._over_bounds(time.monotonic())
+        for st, why in over:
+            self._free(st, why)
+
+    def release(self, st) -> None:
+        """The session ended (tab closed, or Gradio's state expired): stop its run, free its traces."""
+        if isinstance(st, dict):
+            if st.get("run") is not None:
+                st["run"].stop()
+            self._free(st, "the session ended")
+
+    def _free(self, st: dict, why: str) -> None:
+        if owns_traces(st):
+            free_traces(st, why)
+            give_back_memory()
+            log.info("session traces freed: %s", why)
+
+    def start_sweeper(self, every_s: float = 60.0) -> "Sessions":
+        """Frees idle sessions' traces while no one uses the page (touch does it otherwise)."""
+        def loop():
+            while True:
+                time.sleep(every_s)
+                self.sweep()
+
+        threading.Thread(target=loop, name="session-sweeper", daemon=True).start()
+        return self
 
 
 def field_label(field: str) -> str:
@@ -61,7 +162,7 @@ def export_trace(trace: dict) -> str:
     """Write the trace to a fresh temp file for the download button."""
     cfg = trace.get("config") or {}
     name = f"reanchor-trace-{cfg.get('mode', 'run')}-{cfg.get('rule', '')}-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    path = Path(tempfile.mkdtemp(prefix="reanchor-app-")) / name
+    path = Path(tempfile.mkdtemp(prefix=EXPORT_PREFIX)) / name
     save_trace(path, trace)
     return str(path)
 
@@ -78,6 +179,6 @@ def clamp_round(trace: dict | None, i) -> int:
     n = len(trace.get("rounds", [])) if trace else 0
     try:
         i = int(i)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # any value through the API
         i = 0
     return max(0, min(i, n - 1)) if n else 0

@@ -1,8 +1,13 @@
 """Token pieces made safe and visible: every string that reaches HTML or Plotly passes through here.
 
 Plotly renders a subset of HTML in text (<b>, <a href>, <br>, ...) and decodes a few entities (&amp; &lt;
-&gt; and numeric ones, not &quot;), so token text for Plotly escapes '&', '<', '>' and turns '$' into '&#36;'
-(no MathJax); quotes stay as they are (Plotly text is no attribute). Page HTML uses html.escape(quote=True).
+&gt; and numeric ones, not &quot;), so text for Plotly escapes '&', '<', '>' and turns '$' into '&#36;'
+(no MathJax); quotes stay as they are (Plotly text is no attribute). `plotly_text` is the one way a
+string reaches a Plotly label, title or hover: figure builders take plain text (a newline breaks the
+line) and escape it there, once. Page HTML uses html.escape(quote=True).
+
+The text view shows each token's piece of the decoded sequence (engine.trace.TextPieces), so characters
+that byte-level BPE splits over tokens show as written; `trace_pieces` also mends older traces.
 """
 from __future__ import annotations
 
@@ -32,12 +37,17 @@ def visible(s: str, limit: int | None = None) -> str:
     text = "".join(out) or "∅"
     if limit is not None and len(text) > limit:
         text = text[: max(1, limit - 1)] + "…"
-    return plotly_escape(text)
+    return plotly_text(text)
 
 
 def plotly_escape(s: str) -> str:
     """For Plotly text: '&', '<', '>' as entities Plotly decodes, '$' (its MathJax trigger) as '&#36;'."""
     return html.escape(str(s), quote=False).replace("$", "&#36;")
+
+
+def plotly_text(s) -> str:
+    """Plain text (of any origin) for a Plotly label, title or hover: escaped, newlines as <br>."""
+    return "<br>".join(plotly_escape(line) for line in str(s).split("\n"))
 
 
 def escape(s: str) -> str:
@@ -64,3 +74,54 @@ def text_html(s: str) -> str:
         else:
             out.append(ch)
     return html.escape("".join(out), quote=True)
+
+
+# ---------------------------------------------------------------- the text view's pieces
+
+def generated_ids(trace: dict) -> list[int]:
+    """The generated tokens so far: the prefill's token, then every round's (a live trace has no output_ids)."""
+    first = trace.get("first_token")
+    return ([] if first is None else [first]) + [t for r in trace.get("rounds", []) for t in r["new_tokens"]]
+
+
+def mend_pieces(pieces: list[str], text: str | None) -> list[str]:
+    """Older traces hold one decoded piece per token id, where a character split over tokens is U+FFFD in
+    each. `text`, the sequence decoded whole, has the characters: each run of such pieces gets them (all
+    to the run's last token) where the pieces around it line up with `text`; the rest stays as it is."""
+    if not text or not any("\ufffd" in p for p in pieces):
+        return pieces
+    out, pos, k = list(pieces), 0, 0
+    while k < len(pieces):
+        if "\ufffd" not in pieces[k]:
+            pos += len(pieces[k]) if text.startswith(pieces[k], pos) else 0
+            k += 1
+            continue
+        j = k
+        while j < len(pieces) and "\ufffd" in pieces[j]:
+            j += 1
+        most = sum(map(len, pieces[k:j]))  # a split character shows as one U+FFFD or more
+        after = pieces[j] if j < len(pieces) else ""
+        end = text.find(after, pos, pos + most + len(after)) if after else -1
+        end = len(text) if end < 0 else end
+        if 0 < end - pos <= most:
+            out[k:j] = [""] * (j - k - 1) + [text[pos:end]]
+            pos = end
+        k = j
+    return out
+
+
+MAX_PIECE = 200  # characters shown per token (a real one has a few; a loaded trace may say anything)
+
+
+def trace_pieces(trace: dict) -> tuple[list[str], list[str]]:
+    """(per prompt token, per generated token) the text the view shows: the trace's own pieces when it
+    has them for every token, else each token's decoded piece, mended against the decoded text."""
+    texts = trace.get("token_texts") or {}
+    out = []
+    for ids, key, whole in ((trace.get("prompt_ids", []), "prompt_pieces", "prompt_text"),
+                            (generated_ids(trace), "output_pieces", "text")):
+        given = trace.get(key)
+        if not (isinstance(given, list) and len(given) == len(ids)):
+            given = mend_pieces([piece(texts, t) for t in ids], trace.get(whole))
+        out.append([p if len(p) <= MAX_PIECE else p[:MAX_PIECE - 1] + "…" for p in given])
+    return out[0], out[1]

@@ -20,9 +20,12 @@ from .page import JS_PLOT, JS_TIMELINE, JS_TOKEN_CLICK, PLOT_TEMPLATE
 # Shifted blocks drafted per round: every available offset (the paper), the cost model's budget for
 # this hardware, or a fixed cap (any whole number can be typed).
 SHIFTED_CHOICES = list(SHIFTED_WORDS) + ["0", "1", "2", "4", "8"]
+# Verified trie nodes per round (the anchor included); the tree modes' node budget.
+NODE_CHOICES = list(SHIFTED_WORDS) + ["8", "16", "32", "64"]
 PLAY_INTERVAL_S = 0.8
-SESSION_TTL_S = 6 * 3600
-
+# Events whose callbacks check their inputs themselves, naming the control: values sent through the API
+# skip Gradio's checks, which name none ("Value: ... is not in the list of choices", or a bare "Error").
+RAW = dict(preprocess=False)
 
 # ---------------------------------------------------------------- layout
 
@@ -37,8 +40,9 @@ def _controls(c: SimpleNamespace, trace_choices, loader) -> None:
         c.rule = gr.Dropdown(list(RULES), value="earliest", label="Attachment rule", elem_id="rx-rule")
         c.shifted = gr.Dropdown(SHIFTED_CHOICES, value="all", label="Shifted blocks", allow_custom_value=True,
                                 elem_id="rx-shifted", info="per round: all (paper), auto (cost budget) or at most N")
-    drafters = list(loader.drafter_choices()) if loader.enabled else []
-    c.drafter = gr.Dropdown(drafters, value=loader.default_drafter() if drafters else None, label="Drafter",
+        c.nodes = gr.Dropdown(NODE_CHOICES, value="all", label="Trie nodes", allow_custom_value=True,
+                              elem_id="rx-nodes", info="verified per round: all (tree modes: 32), auto or at most N")
+    c.drafter = gr.Dropdown(list(loader.drafter_choices()), value=loader.default_drafter(), label="Drafter",
                             elem_id="rx-drafter", info="DFlash and its variants (Domino, DSpark, Draft-OPD); "
                             "each other drafter loads on its first run, over the same target")
     with gr.Row():
@@ -117,12 +121,15 @@ def _analyses(c: SimpleNamespace) -> None:
             c.hist_plot = gr.Plot(plots.empty_figure("no run"), show_label=False, elem_id="rx-hist")
             c.gain_plot = gr.Plot(plots.empty_figure("no run"), show_label=False, elem_id="rx-gain")
         c.analysis_json = gr.JSON(label="Analyses (engine.analyses)", elem_id="rx-analyses")
+        c.curve_btn = gr.Button("Budget curve of the tree modes on this prompt (τ and tokens/s against the node "
+                                "budget; 11 short runs)", size="sm", elem_id="rx-curve")
+        c.curve_plot = gr.Plot(plots.empty_figure("no budget curve yet"), show_label=False, elem_id="rx-curve-plot")
 
 
-def layout(loader, trace_choices) -> SimpleNamespace:
+def layout(loader, trace_choices, sessions: session.Sessions) -> SimpleNamespace:
     """Every component, by name; call inside gr.Blocks."""
     c = SimpleNamespace()
-    c.state = gr.State(session.new_state(), time_to_live=SESSION_TTL_S)
+    c.state = gr.State(session.new_state(), time_to_live=session.SESSION_LIFETIME_S, delete_callback=sessions.release)
     gr.Markdown("## ReAnchor Explorer\nSpeculative decoding with a DFlash block-diffusion drafter: "
                 "shifted blocks re-anchored on rejected-suffix features are attached to the baseline "
                 "block by token matching, merged into a trie and verified in one pass.")
@@ -149,24 +156,27 @@ def _wire_navigation(c: SimpleNamespace, cb: Callbacks) -> None:
     c.last_btn.click(cb.last, [c.state], nav, api_name="last_round", **fast)
     # .input: keyboard and the number box; .release: mouse drags and clicks
     c.slider.input(lambda v, st: cb.goto(st, v), [c.slider, c.state], nav, api_name="goto_round",
-                   trigger_mode="always_last", **fast)
+                   trigger_mode="always_last", **fast, **RAW)
     c.slider.release(lambda v, st: cb.goto(st, v), [c.slider, c.state], nav, api_name="slider_release",
-                     trigger_mode="always_last", **fast)
-    c.follow.input(lambda v, st: st.update(follow=bool(v)), [c.follow, c.state], None, api_name="follow", **fast)
+                     trigger_mode="always_last", **fast, **RAW)
+    c.follow.input(lambda v, st: st.update(follow=bool(v)), [c.follow, c.state], None, api_name="follow", **fast,
+                   **RAW)
     c.timeline_plot.click(cb.on_timeline_click, [c.state], nav, api_name="timeline_click", **fast)
     c.text_box.click(cb.on_token_click, [c.state], nav, api_name="token_click", **fast)
-    c.token_go.click(cb.on_token_go, [c.token_no, c.state], nav, api_name="token_round", **fast)
+    c.token_go.click(cb.on_token_go, [c.token_no, c.state], nav, api_name="token_round", **fast, **RAW)
     c.play_btn.click(cb.on_play, [c.state], [c.timer, c.play_btn, c.follow], api_name="play", **fast)
     c.timer.tick(cb.on_tick, [c.state], nav + [c.timer, c.play_btn], api_name="play_tick", **fast)
 
 
 def _wire_runs(c: SimpleNamespace, cb: Callbacks, view_out: list) -> None:
-    inputs = [c.prompt, c.mode, c.rule, c.temperature, c.seed, c.max_new, c.shifted, c.drafter, c.state]
-    model = dict(concurrency_limit=1, concurrency_id="model", show_progress="minimal")
+    inputs = [c.prompt, c.mode, c.rule, c.temperature, c.seed, c.max_new, c.shifted, c.nodes, c.drafter, c.state]
+    model = dict(concurrency_limit=1, concurrency_id="model", show_progress="minimal", **RAW)
     c.run_btn.click(cb.on_run, inputs, view_out, api_name="run", **model)
     c.stop_btn.click(cb.on_stop, [c.state], None, queue=False, show_progress="hidden", api_name="stop")
-    cmp_inputs = [c.prompt, c.cmp_mode, c.cmp_rule, c.temperature, c.seed, c.max_new, c.shifted, c.drafter,
+    cmp_inputs = [c.prompt, c.cmp_mode, c.cmp_rule, c.temperature, c.seed, c.max_new, c.shifted, c.nodes, c.drafter,
                   c.state]
+    c.curve_btn.click(cb.on_budget_curve, [c.prompt, c.temperature, c.seed, c.max_new, c.state],
+                      [c.curve_plot, c.analysis_json], api_name="budget_curve", **model)
     c.cmp_btn.click(cb.on_compare, cmp_inputs,
                     [c.state, c.cmp_metrics, c.cmp_timeline, c.cmp_a_metrics, c.cmp_a_timeline, c.cmp_a_cf,
                      c.cmp_b_cf, c.cmp_json, c.metrics], api_name="compare", **model)
@@ -174,23 +184,25 @@ def _wire_runs(c: SimpleNamespace, cb: Callbacks, view_out: list) -> None:
 
 def _wire_traces(c: SimpleNamespace, cb: Callbacks, view_out: list) -> None:
     c.load_btn.upload(cb.on_upload, [c.load_btn, c.state], view_out, api_name="load_trace")
-    c.example_trace.input(lambda label, st: cb.on_example_trace(label, st, len(view_out)),
-                          [c.example_trace, c.state], view_out, api_name="example_trace")
+    c.example_trace.input(cb.on_example_trace, [c.example_trace, c.state], view_out, api_name="example_trace", **RAW)
     c.examples_btn.click(cb.on_example_analyses, None, [c.analysis_json, c.hist_plot, c.gain_plot], queue=False,
                          api_name="example_analyses")
     c.status_timer.tick(cb.on_status, None, [c.model_status, c.status_timer], show_progress="hidden",
                         api_name="model_status")
 
 
-def build_ui(loader) -> gr.Blocks:
+def build_ui(loader, sessions: session.Sessions | None = None) -> gr.Blocks:
+    """The page; `sessions` bounds what its sessions hold (default: this machine's bounds, app.session)."""
     trace_choices = session.example_traces()
-    cb = Callbacks(loader, trace_choices)
+    sessions = sessions or session.Sessions().start_sweeper()
+    cb = Callbacks(loader, trace_choices, sessions)
     with gr.Blocks(title="ReAnchor Explorer", analytics_enabled=False) as demo:
-        c = layout(loader, trace_choices)
+        c = layout(loader, trace_choices, sessions)
         view_out = [c.state, c.text_box, c.metrics, c.slider, c.caption, c.round_plot, c.timeline_plot,
                     c.export_btn, c.analysis_json, c.hist_plot, c.gain_plot]
         _wire_navigation(c, cb)
         _wire_runs(c, cb, view_out)
         _wire_traces(c, cb, view_out)
         demo.load(cb.on_load, [c.state], view_out, api_name="show_example")
+        demo.unload(cb.on_unload)
     return demo

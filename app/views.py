@@ -7,6 +7,7 @@ import json
 import gradio as gr
 
 from . import analysis, plots, render, session
+from .tokentext import trace_pieces
 
 MAX_PAYLOAD = 50 * 1024     # bytes of figure JSON per round update, the prefetched next round included
 
@@ -51,8 +52,8 @@ def slider(trace: dict | None, i: int | None = None):
 def text(trace: dict | None, tail: int | None = None) -> str:
     if not trace:
         return "<div class='rx-text'></div>"
-    return render.text_view(trace.get("prompt_ids", []), trace.get("first_token"), trace.get("rounds", []),
-                            trace.get("token_texts", {}), tail=tail)
+    prompt, output = trace_pieces(trace)
+    return render.text_view(prompt, output, trace.get("rounds", []), tail=tail)
 
 
 def metrics(state: dict, status: str = "") -> str:

@@ -1,4 +1,4 @@
-"""python -m engine {generate,bench,train}: bad input exits 2 with one line naming the field."""
+"""python -m engine {generate,bench,train,check-trace}: bad input exits 2 with one line naming the field."""
 from __future__ import annotations
 
 import argparse
@@ -6,8 +6,9 @@ import json
 import sys
 
 from .bench.main import add_bench_args
+from .bench.sweep import add_sweep_args
 from .errors import InputError
-from .options import add_model_args, models_from_args, parse_max_shifted
+from .options import ACCEPTANCE, add_model_args, models_from_args, parse_max_shifted, parse_max_trie_nodes
 from .train.cli import add_train_args
 
 
@@ -17,10 +18,13 @@ def add_generate_args(sub) -> None:
     p.add_argument("--mode", default="reanchor")
     p.add_argument("--rule", default="earliest")
     p.add_argument("--temperature", type=float, default=0.0)
+    p.add_argument("--acceptance", default="speculative",
+                   help="at T>0: " + " or ".join(ACCEPTANCE) + " (engine/options.py)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--max-new-tokens", type=int, default=128)
     p.add_argument("--max-shifted", default=None, help="shifted blocks per round: all (default), auto or K")
-    p.add_argument("--max-trie-nodes", type=int, default=None)
+    p.add_argument("--max-trie-nodes", default=None,
+                   help="verified nodes per round, anchor included: all (default; tree modes: 32), auto or N")
     p.add_argument("--block-size", type=int, default=None)
     p.add_argument("--ignore-eos", action="store_true")
     add_model_args(p)
@@ -36,9 +40,9 @@ def generate_main(a) -> int:
 
     if not a.prompt.strip():  # fail before loading models
         raise InputError("prompt", "is empty")
-    cfg = DecodeConfig(mode=a.mode, rule=a.rule, temperature=a.temperature, seed=a.seed,
+    cfg = DecodeConfig(mode=a.mode, rule=a.rule, temperature=a.temperature, seed=a.seed, acceptance=a.acceptance,
                        max_new_tokens=a.max_new_tokens, max_shifted=parse_max_shifted(a.max_shifted),
-                       max_trie_nodes=a.max_trie_nodes, block_size=a.block_size,
+                       max_trie_nodes=parse_max_trie_nodes(a.max_trie_nodes), block_size=a.block_size,
                        ignore_eos=a.ignore_eos)
     eng = Engine(models_from_args(a, "none" if a.mode == "ar" and a.drafter is None else None))
     trace = eng.generate(a.prompt, cfg, budget_for(eng, cfg))
@@ -54,12 +58,32 @@ def generate_main(a) -> int:
     return 0
 
 
+def add_check_args(sub) -> None:
+    p = sub.add_parser("check-trace", help="validate trace files as the app loads them (exit 2 naming the first "
+                                           "bad field)")
+    p.add_argument("files", nargs="+")
+    p.set_defaults(func=check_main)
+
+
+def check_main(a) -> int:
+    from .trace import TraceError, load_trace
+
+    for f in a.files:
+        try:
+            t = load_trace(f)
+        except TraceError as e:
+            raise TraceError(f"{f}: {e.field}", e.message) from None
+        print(f"{f}: valid, {len(t['rounds'])} rounds, {len(t['output_ids'])} tokens")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m engine", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     add_generate_args(sub)
-    add_bench_args(sub)
+    add_sweep_args(add_bench_args(sub))
     add_train_args(sub)
+    add_check_args(sub)
     a = parser.parse_args(argv)
     try:
         return a.func(a) or 0

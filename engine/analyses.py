@@ -16,7 +16,7 @@ from collections import Counter
 from typing import Iterator
 
 from .attach import proposal
-from .options import MODES, RULES
+from .options import MODES, RULES, TREE_MODES, UNSHIFTED_MODES
 from .trie import accept
 
 Traces = dict | list[dict]
@@ -31,10 +31,16 @@ def _rate(num: float, den: float) -> float | None:
     return num / den if den else None
 
 
-def path_nodes(rnd: dict, tokens: list[int]) -> list[int]:
-    """Trie node ids along `tokens` (from the anchor, node 0); stops where the trie does (node cap)."""
+def children(rnd: dict) -> dict[tuple[int, int], int]:
+    """(parent node, token) -> child node, for every trie node but the root."""
     trie = rnd["trie"]
-    kids = {(p, tok): i for i, (p, tok) in enumerate(zip(trie["parents"], trie["tokens"])) if p >= 0}
+    return {(p, tok): i for i, (p, tok) in enumerate(zip(trie["parents"], trie["tokens"])) if p >= 0}
+
+
+def path_nodes(rnd: dict, tokens: list[int], kids: dict | None = None) -> list[int]:
+    """Trie node ids along `tokens` (from the anchor, node 0); stops where the trie does (node cap).
+    `kids`: children(rnd), when several paths of one round are walked."""
+    kids = children(rnd) if kids is None else kids
     nodes = [0]
     for tok in tokens[1:]:
         child = kids.get((nodes[-1], tok))
@@ -55,9 +61,9 @@ def baseline_accepted(rnd: dict) -> int:
     return n
 
 
-def greedy_accepted(rnd: dict, tokens: list[int]) -> int:
+def greedy_accepted(rnd: dict, tokens: list[int], kids: dict | None = None) -> int:
     """Drafts of one path the target's top-1 would accept (its accepted length at T=0)."""
-    top1, nodes = rnd["target_top1"], path_nodes(rnd, tokens)
+    top1, nodes = rnd["target_top1"], path_nodes(rnd, tokens, kids)
     n = 0
     while n + 1 < len(nodes) and top1[nodes[n]] == tokens[n + 1]:
         n += 1
@@ -68,7 +74,8 @@ def round_gain(rnd: dict) -> tuple[int | None, int]:
     """(d, extra): accepted drafts beyond the baseline-alone length and the offset d credited.
 
     Credit goes to the smallest d among the paths through the last accepted node: with offsets
-    added in ascending order, that is the block whose addition produced the gain.
+    added in ascending order, that is the block whose addition produced the gain. d = 0: the gain
+    came through another branch of g(0)'s own ranking (tree modes).
     """
     extra = rnd["accepted"] - baseline_accepted(rnd)
     if extra <= 0:
@@ -136,11 +143,12 @@ def earliest_win_rate(traces: Traces) -> dict:
     """
     c = Counter()
     for r in rounds_of(traces):
-        base = greedy_accepted(r, r["baseline"])
+        kids = children(r)  # once per round: a round can hold thousands of paths
+        base = greedy_accepted(r, r["baseline"], kids)
         by_d: dict[int, list[tuple[int, int]]] = {}
         for p in r["paths"]:
             if p["source"] > 0 and p.get("site") is not None:
-                by_d.setdefault(p["source"], []).append((p["site"], greedy_accepted(r, p["tokens"])))
+                by_d.setdefault(p["source"], []).append((p["site"], greedy_accepted(r, p["tokens"], kids)))
         for group in by_d.values():
             best = max(n for _, n in group)
             if best < base:
@@ -210,7 +218,10 @@ def counterfactual(trace: dict, mode: str, rule: str, seed: int = 0) -> list[dic
         raise ValueError(f"counterfactual: unknown mode {mode!r} or rule {rule!r}")
     if float(cfg.get("temperature") or 0) != 0:
         raise ValueError("counterfactual: needs a T=0 trace (at T>0 acceptance is a draw, not a function of the drafts)")
-    if mode not in ("ar", "dflash") and cfg.get("mode") in ("ar", "dflash"):
+    if mode in TREE_MODES or cfg.get("mode") in TREE_MODES:
+        raise ValueError("counterfactual: tree modes are grown from the drafter's ranking, which a trace does not "
+                         "keep, so a tree cannot be replayed or replayed on")
+    if mode not in UNSHIFTED_MODES and cfg.get("mode") in UNSHIFTED_MODES:
         raise ValueError(f"counterfactual: a {cfg.get('mode')} trace drafted no shifted blocks, so {mode} "
                          "cannot be replayed on it; make the run with shifted blocks the main run")
     rounds = trace["rounds"]

@@ -5,9 +5,11 @@ Pure functions on token lists; no model. A path is a token list starting at the 
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .trie import Trie, build_trie
+
+Draw = tuple[int, int]   # (source d, block index j): the token drafted at g(d)[j], j >= 1
 
 
 @dataclass
@@ -15,6 +17,9 @@ class Path:
     source: int          # 0 = baseline, d = shifted block g(d)
     site: int | None     # baseline index the shifted block was attached at
     tokens: list[int]
+    # per depth, the drafted token it is: (0, k) up to the site (the baseline's own), then (d, j);
+    # None at depth 0 (the anchor is no draft). Speculative sampling needs each token's law.
+    draws: list[Draw | None] = field(default_factory=list)
 
 
 def match_sites(baseline: list[int], shifted_anchor: int) -> list[int]:
@@ -44,6 +49,11 @@ def attach(baseline: list[int], block: list[int], site: int) -> list[int]:
     return baseline[: site + 1] + block[1:]
 
 
+def attach_draws(d: int, site: int, n: int) -> list[Draw | None]:
+    """The draws along attach(baseline, g(d), site) for a block of n = len(g(d)) tokens."""
+    return [None] + [(0, k) for k in range(1, site + 1)] + [(d, j) for j in range(1, n)]
+
+
 def assemble(baseline: list[int], shifted: dict[int, list[int]], mode: str, rule: str,
              rng: random.Random) -> tuple[list[Path], dict[int, dict]]:
     """The paths Y of one round and, per offset d, its matching and chosen sites.
@@ -52,7 +62,8 @@ def assemble(baseline: list[int], shifted: dict[int, list[int]], mode: str, rule
     keeps only what a path adds beyond it (grafted after the whole baseline block).
     """
     L = len(baseline)
-    paths = [Path(0, None, list(baseline))]
+    base_draws = attach_draws(0, L - 1, 1)
+    paths = [Path(0, None, list(baseline), base_draws)]
     info: dict[int, dict] = {}
     if mode == "shifted-fixed":
         rule = "fixed"
@@ -62,12 +73,12 @@ def assemble(baseline: list[int], shifted: dict[int, list[int]], mode: str, rule
         chosen = choose_sites(sites, d, rule, rng)
         info[d] = {"sites": sites, "attached": chosen}
         for t in chosen:
-            p = attach(baseline, block, t)
+            p, dr = attach(baseline, block, t), attach_draws(d, t, len(block))
             if mode == "in-block":
-                p = p[:L]
+                p, dr = p[:L], dr[:L]
             elif mode == "extension":
-                p = baseline + p[L:]
-            paths.append(Path(d, t, p))
+                p, dr = baseline + p[L:], base_draws + dr[L:]
+            paths.append(Path(d, t, p, dr))
     return paths, info
 
 

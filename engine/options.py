@@ -9,8 +9,18 @@ import argparse
 
 from .errors import InputError
 
-MODES = ("ar", "dflash", "shifted-fixed", "reanchor", "in-block", "extension")
+MODES = ("ar", "dflash", "shifted-fixed", "reanchor", "in-block", "extension", "ddtree", "reanchor-tree")
 RULES = ("earliest", "fixed", "random", "latest", "all")
+# How drafts are accepted at T > 0 (at T = 0 both take the target's argmax):
+#   speculative  rejection sampling with the drafter's own law q: accept a draft x with
+#                min(1, p(x)/q(x)), else sample norm(max(p - q, 0)); over a trie, each proposal in
+#                turn against the updated residual (engine/sampling.py). DFlash's own rule.
+#   match        sample-and-match: one target sample y per node, follow the child carrying y
+#                (trie.accept). Also lossless, but it ignores q and accepts less.
+ACCEPTANCE = ("speculative", "match")
+TREE_MODES = ("ddtree", "reanchor-tree")              # trees from the drafter's ranking (engine/tree.py)
+UNSHIFTED_MODES = ("ar", "dflash", "ddtree")          # modes that draft no shifted blocks
+DEFAULT_TREE_NODES = 32                               # verified nodes per round in tree modes, anchor included
 # Shifted blocks per round, as the app offers them: every available offset (the paper), the cost
 # model's budget for this hardware ("auto"), or at most N.
 SHIFTED_WORDS = ("all", "auto")
@@ -38,11 +48,9 @@ def to_int(value, field: str, lo: int | None = None, hi: int | None = None) -> i
     return v
 
 
-def parse_max_shifted(value) -> int | str | None:
-    """Shifted blocks per round: unset / "all" / "none" -> None (every offset), "auto" -> the cost
-    budget, a whole number >= 0 -> that cap. The same words everywhere."""
-    if value is None:
-        return None
+def parse_cap(value, field: str, lo: int) -> int | str | None:
+    """A per-round cap, in the same words everywhere: unset / "all" / "none" -> None (no cap), "auto" ->
+    the cost budget, a whole number >= lo -> that cap."""
     if isinstance(value, str):
         v = value.strip().lower()
         if v in ("", "all", "none"):
@@ -50,10 +58,21 @@ def parse_max_shifted(value) -> int | str | None:
         if v == "auto":
             return "auto"
         try:
-            return to_int(v, "max_shifted", lo=0)
+            return to_int(v, field, lo=lo)
         except InputError:
-            raise InputError("max_shifted", f"{value!r} is not a whole number, 'all' or 'auto'") from None
-    return to_int(value, "max_shifted", lo=0)
+            raise InputError(field, f"{value!r} is not a whole number, 'all' or 'auto'") from None
+    return None if value is None else to_int(value, field, lo=lo)
+
+
+def parse_max_shifted(value) -> int | str | None:
+    """Shifted blocks drafted per round: None = every retained offset."""
+    return parse_cap(value, "max_shifted", 0)
+
+
+def parse_max_trie_nodes(value) -> int | str | None:
+    """Verified trie nodes per round, the anchor included: None = every node (tree modes:
+    DEFAULT_TREE_NODES)."""
+    return parse_cap(value, "max_trie_nodes", 1)
 
 
 def parse_csv(value: str | None, allowed: tuple, field: str) -> list[str]:

@@ -2,49 +2,85 @@
 
 The app and the benchmark read only these records; a trace carries the text of every token it
 mentions, so it is explorable without the model or its tokenizer.
+
+A trace file is untrusted input. `load_trace` bounds its size and its nesting before parsing;
+`validate_trace` checks types and consistency: every index within its list, depths and sites within
+the round's block and trie, parents before children, the accepted chain matching `accepted`,
+positions following the committed tokens, integers within 64 bits, and the total work (trie nodes and
+drafted tokens over all rounds) within a bound. Whatever reads a valid trace may index it without
+guards, and a figure drawn from a round is no bigger than the lists the round holds. Keys it does not
+know are kept and ignored: writers may add optional fields (their size is bounded by the file's).
 """
 from __future__ import annotations
 
 import json
+import math
 import os
-from dataclasses import asdict
+import re
+from dataclasses import asdict, dataclass
+
+from .errors import InputError
 
 SCHEMA = "reanchor-trace/1"
 MAX_TRACE_BYTES = 50 * 1024 * 1024
+MAX_NESTING = 32          # JSON levels; ours has 6 (trace > rounds > round > trie > provenance > ids)
+TOKEN_MAX = 2**31 - 1     # token ids are 0..TOKEN_MAX
+INT_MIN, INT_MAX = -2**63, 2**63 - 1
 
-ROUND_KEYS = {"round": int, "anchor_pos": int, "anchor": int, "block_size": int, "baseline": list,
-              "shifted": list, "paths": list, "trie": dict, "accepted_nodes": list, "accepted": int,
-              "bonus": int, "new_tokens": list, "target_top1": list, "retained": int,
-              "draft_ms": (int, float), "verify_ms": (int, float), "round_ms": (int, float)}
-TOP_KEYS = {"schema": str, "config": dict, "prompt_ids": list, "output_ids": list, "text": str,
-            "stats": dict, "rounds": list, "token_texts": dict}
 STATS_KEYS = ("tau", "rounds", "new_tokens", "wall_s", "tokens_per_s")
+# Optional config entries the app reads, and what each must be when present.
+CONFIG_TYPES = {"mode": str, "rule": str, "temperature": (int, float), "seed": int, "max_new_tokens": int,
+                "block_size": (int, type(None)), "max_shifted": (int, str, type(None)),
+                "max_trie_nodes": (int, str, type(None)), "acceptance": str, "target": str, "drafter": str, "device": str, "dtype": str}
+MAX_CHAR_TOKENS = 4       # a UTF-8 character has at most 4 bytes: byte-level tokens split it over at most 4
 
 
-class TraceError(ValueError):
-    """A trace file that is not a valid reanchor trace; the message says where."""
+@dataclass(frozen=True)
+class Limits:
+    """How big a valid trace may be. EXPLORE, for loading (the app draws and analyses all of a trace, so
+    these bound its time and memory); WRITE, for saving (a long run's trace is written whole, and
+    `check-trace` says when it is too big to explore)."""
+    block_size: int = 128      # tokens per drafted block (the shipped DFlash drafter: 16)
+    round_nodes: int = 8192    # trie nodes in one round (a round at the bound draws in ~2 s in Chromium)
+    rounds: int = 50_000
+    work: int = 8_000_000      # trie nodes, drafted and path tokens, provenance entries: over all rounds
+
+
+EXPLORE = Limits()
+WRITE = Limits(block_size=2**31, round_nodes=2**31, rounds=2**31, work=2**62)
+
+
+class TraceError(InputError):
+    """A trace that is not a valid reanchor trace: `field` is where (e.g. "rounds[3].trie.depths[7]")."""
 
 
 def round_record(i: int, s: int, L: int, baseline: list[int], shifted: dict[int, list[int]], info: dict,
                  paths: list, trie, chain: list[int], bonus: int, new: list[int], top1: list[int], m: int,
-                 draft_ms: float, verify_ms: float, round_ms: float, notes: dict | None = None) -> dict:
-    """One round as the schema above (engine/CONTRACT.md) records it. `notes` (drafters with a head):
-    "confidence" {row: [L-1 floats]} and "backbone" [{d, j, token}] (round.head_notes), both optional."""
+                 draft_ms: float, verify_ms: float, round_ms: float, facts: dict | None = None,
+                 budget: dict | None = None, q: list[list[float]] | None = None, notes: dict | None = None) -> dict:
+    """One round as the schema above (engine/CONTRACT.md) records it. `facts`: per trie node lists
+    (block, rank, prob, score) kept in the record's "trie"; `budget`: what the cost budget chose; `q`:
+    per drafted row (the baseline, then the shifted blocks by d), each draft's probability under the law
+    it was drawn from; None for argmax drafts. `notes` (drafters with a head, round.head_notes):
+    "confidence" {row: [L-1 floats]} and "backbone" [{d, j, token}], both optional."""
+    qs = [[min(1.0, float(f"{x:.6g}")) for x in row] for row in q] if q is not None else [None] * (1 + len(shifted))
     notes = notes or {}
     conf = notes.get("confidence")
     rec = {
         "round": i, "anchor_pos": s, "anchor": baseline[0], "block_size": L,
-        "baseline": baseline,
-        "shifted": [{"d": d, "tokens": shifted[d], "sites": info[d]["sites"],
+        "baseline": baseline, "baseline_q": qs[0],
+        "shifted": [{"d": d, "tokens": shifted[d], "q": qs[r], "sites": info[d]["sites"],
                      "chosen": info[d]["attached"][0] if info[d]["attached"] else None,
-                     "attached": info[d]["attached"]} | _conf(conf, d) for d in sorted(shifted)],
+                     "attached": info[d]["attached"]} | _conf(conf, d) for r, d in enumerate(sorted(shifted), 1)],
         "paths": [{"source": p.source, "site": p.site, "tokens": p.tokens} for p in paths],
         "trie": {"tokens": trie.tokens, "parents": trie.parents, "depths": trie.depths,
-                 "provenance": trie.provenance},
+                 "provenance": trie.provenance, **(facts or {})},
         "accepted_nodes": chain, "accepted": len(chain) - 1, "bonus": bonus,
         "new_tokens": new, "target_top1": top1, "retained": m,
         "draft_ms": round(draft_ms, 3), "verify_ms": round(verify_ms, 3), "round_ms": round(round_ms, 3),
     } | _conf(conf, 0)
+    if budget is not None:
+        rec["budget"] = budget
     if "backbone" in notes:
         rec["backbone"] = notes["backbone"]
     return rec
@@ -89,18 +125,69 @@ def add_token_texts(token_texts: dict, tokenizer, ids) -> dict:
     return token_texts
 
 
+class TextPieces:
+    """Per token, the characters it completes when its sequence is decoded as a whole.
+
+    Byte-level BPE splits characters over tokens (a Chinese character is 3 UTF-8 bytes, an emoji 4),
+    and each part decoded alone is U+FFFD. Here a token ending inside a character gives the characters
+    it completes ("" if none) and the token completing it the rest, so the pieces join to the decoded
+    text: the text view shows any script as written, each token in its own colour. Feed a sequence's
+    tokens in order, in one call or several (a run streams them round by round).
+    """
+
+    def __init__(self, tokenizer):
+        self.tokenizer = tokenizer
+        self.open: list[int] = []   # tokens since the last character boundary
+        self.given = 0              # characters of decode(open) already given out
+
+    def add(self, ids) -> list[str]:
+        out = []
+        for i in ids:
+            self.open.append(int(i))
+            text = self.tokenizer.decode(self.open)
+            if text.endswith("\ufffd") and len(self.open) < MAX_CHAR_TOKENS:  # inside a character
+                done = text.rstrip("\ufffd")
+                out.append(done[self.given:])
+                self.given = max(self.given, len(done))
+            else:  # at a boundary, or bytes that never make a character: give them as they decode
+                out.append(text[self.given:])
+                self.open, self.given = [], 0
+        return out
+
+
+    def finish(self) -> str:
+        """What the tokens still open decode to (U+FFFD for a character cut short), for the last piece."""
+        rest = self.tokenizer.decode(self.open)[self.given:] if self.open else ""
+        self.open, self.given = [], 0
+        return rest
+
+
+def text_pieces(tokenizer, ids) -> list[str]:
+    """The pieces of a whole sequence: they join to tokenizer.decode(ids)."""
+    tp = TextPieces(tokenizer)
+    out = tp.add(ids)
+    if out:
+        out[-1] += tp.finish()
+    return out
+
+
 def new_trace(config: dict, prompt_ids: list[int], tokenizer) -> dict:
     """A trace of a run in progress: `add_round` appends to it; `complete` is False until the
     run's own trace (make_trace) replaces it."""
     return {"schema": SCHEMA, "config": config, "prompt_ids": list(prompt_ids),
             "token_texts": add_token_texts({}, tokenizer, prompt_ids), "rounds": [], "first_token": None,
+            "prompt_pieces": text_pieces(tokenizer, prompt_ids), "output_pieces": [],
             "stats": {}, "complete": False}
 
 
-def add_round(live: dict, rec: dict, tokenizer) -> None:
+def add_round(live: dict, rec: dict, tokenizer, pieces: TextPieces) -> None:
+    """Append a verified round; `pieces` decodes the run's generated tokens (one per run)."""
+    new = list(rec["new_tokens"])
     if live["first_token"] is None:
         live["first_token"] = int(rec["anchor"])
+        new.insert(0, live["first_token"])
     add_token_texts(live["token_texts"], tokenizer, round_ids(rec))
+    live["output_pieces"] += pieces.add(new)
     live["rounds"].append(rec)
 
 
@@ -117,93 +204,401 @@ def make_trace(run) -> dict:
     for r in run.rounds:
         ids |= round_ids(r)
     tok = m.tokenizer
+    out = run.result["output_ids"]
     return {"schema": SCHEMA, "config": cfg, "prompt_ids": run.prompt_ids,
             "prompt_text": tok.decode(run.prompt_ids), "first_token": run.output_ids[0],
-            "output_ids": run.result["output_ids"], "text": run.result["text"],
-            "stats": run.result["stats"], "token_texts": add_token_texts({}, tok, ids), "rounds": run.rounds}
+            "output_ids": out, "text": run.result["text"],
+            "stats": run.result["stats"], "token_texts": add_token_texts({}, tok, ids),
+            "prompt_pieces": text_pieces(tok, run.prompt_ids), "output_pieces": text_pieces(tok, out),
+            "rounds": run.rounds}
 
 
-def _check(cond: bool, where: str, what: str) -> None:
-    if not cond:
-        raise TraceError(f"{where}: {what}")
+# ---------------------------------------------------------------- validation
+# Small checks, one concern each; a check raises TraceError naming the field. To check a new optional
+# field, add a function and list it in ROUND_CHECKS (per round) or TRACE_CHECKS (whole trace).
+
+def _fail(where: str, what: str):
+    raise TraceError(where, what)
 
 
-def _ints(v) -> bool:
-    return isinstance(v, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in v)
+def _show(v) -> str:
+    """A value as a message shows it: short, and named by kind when it is not a scalar."""
+    if isinstance(v, (dict, list)):
+        return f"{'an object' if isinstance(v, dict) else 'a list'} of {len(v)}"
+    if v is None:
+        return "null"
+    s = repr(v)
+    return s if len(s) <= 40 else f"{s[:37]}..."
 
 
-def validate_trace(obj) -> dict:
-    """Check the structure and the internal consistency that the app relies on."""
-    _check(isinstance(obj, dict), "trace", "is not a JSON object")
-    _check(obj.get("schema") == SCHEMA, "schema", f"expected {SCHEMA!r}, got {obj.get('schema')!r}")
-    for k, t in TOP_KEYS.items():
-        _check(isinstance(obj.get(k), t), k, f"missing or not a {t.__name__}")
-    for k in ("prompt_ids", "output_ids"):
-        _check(_ints(obj[k]), k, "must be a list of token ids")
-    for k in STATS_KEYS:
-        _check(isinstance(obj["stats"].get(k), (int, float)), f"stats.{k}", "missing or not a number")
-    for i, r in enumerate(obj["rounds"]):
+def _is_int(v, lo: int, hi: int) -> bool:
+    return type(v) is int and lo <= v <= hi
+
+
+def _int(v, where: str, lo: int = INT_MIN, hi: int = INT_MAX) -> int:
+    if not _is_int(v, lo, hi):
+        want = (f"{lo}" if lo == hi else "a whole number within 64 bits" if (lo, hi) == (INT_MIN, INT_MAX)
+                else f"a whole number from {lo}, within 64 bits" if hi == INT_MAX
+                else f"a whole number from {lo} to {hi}")
+        _fail(where, f"must be {want}, got {_show(v)}")
+    return v
+
+
+def _opt_int(v, where: str, lo: int, hi: int) -> int | None:
+    return None if v is None else _int(v, where, lo, hi)
+
+
+def _number(v, where: str) -> float:
+    if not ((type(v) is float and math.isfinite(v)) or _is_int(v, INT_MIN, INT_MAX)):
+        _fail(where, f"must be a finite number, got {_show(v)}")
+    return v
+
+
+def _list(v, where: str, lo: int = 0, hi: int | None = None) -> list:
+    if not isinstance(v, list):
+        _fail(where, f"must be a list, got {_show(v)}")
+    if len(v) < lo or (hi is not None and len(v) > hi):
+        want = f"exactly {lo}" if lo == hi else f"at least {lo}" if hi is None else f"{lo} to {hi}"
+        _fail(where, f"must hold {want} entries, holds {len(v)}")
+    return v
+
+
+def _ints(v, where: str, lo: int, hi: int, n_lo: int = 0, n_hi: int | None = None) -> list[int]:
+    """A list of whole numbers in [lo, hi] with n_lo..n_hi entries (checked at C speed, then located)."""
+    _list(v, where, n_lo, n_hi)
+    if v and not (set(map(type, v)) == {int} and lo <= min(v) and max(v) <= hi):
+        j = next(j for j, x in enumerate(v) if not _is_int(x, lo, hi))
+        _int(v[j], f"{where}[{j}]", lo, hi)
+    return v
+
+
+def _ids(v, where: str, n_lo: int = 0, n_hi: int | None = None) -> list[int]:
+    return _ints(v, where, 0, TOKEN_MAX, n_lo, n_hi)
+
+
+def _obj(v, where: str) -> dict:
+    if not isinstance(v, dict):
+        _fail(where, f"must be an object, got {_show(v)}")
+    return v
+
+
+def _objects(v, where: str, lo: int, hi: int):
+    """(name, object) for each entry of a list of objects."""
+    for j, b in enumerate(_list(v, where, lo, hi)):
+        yield f"{where}[{j}]", _obj(b, f"{where}[{j}]")
+
+
+def _from_anchor(tokens: list[int], where: str, anchor: int) -> None:
+    if tokens[0] != anchor:
+        _fail(f"{where}[0]", f"must be the anchor {anchor}, got {tokens[0]}")
+
+
+def _str(v, where: str) -> str:
+    if not isinstance(v, str):
+        _fail(where, f"must be a string, got {_show(v)}")
+    return v
+
+
+def check_round_scalars(r: dict, w: str, lim: Limits) -> None:
+    _int(r.get("anchor_pos"), f"{w}.anchor_pos", 0)
+    _int(r.get("anchor"), f"{w}.anchor", 0, TOKEN_MAX)
+    _int(r.get("bonus"), f"{w}.bonus", 0, TOKEN_MAX)
+    _int(r.get("block_size"), f"{w}.block_size", 1, lim.block_size)
+    _int(r.get("accepted"), f"{w}.accepted", 0, lim.round_nodes - 1)
+    _int(r.get("retained"), f"{w}.retained", 0)
+    for k in ("draft_ms", "verify_ms", "round_ms"):
+        _number(r.get(k), f"{w}.{k}")
+
+
+def check_baseline(r: dict, w: str, lim: Limits) -> None:
+    _from_anchor(_ids(r.get("baseline"), f"{w}.baseline", r["block_size"], r["block_size"]), f"{w}.baseline",
+                 r["anchor"])
+
+
+def check_shifted(r: dict, w: str, lim: Limits) -> None:
+    """Each g(d): its tokens (a block), its matching sites, the chosen and attached ones among them."""
+    L = r["block_size"]
+    for wj, b in _objects(r.get("shifted"), f"{w}.shifted", 0, lim.block_size):
+        _int(b.get("d"), f"{wj}.d", 1, lim.block_size)
+        _ids(b.get("tokens"), f"{wj}.tokens", L, L)
+        sites = set(_ints(b.get("sites"), f"{wj}.sites", 0, L - 1, 0, L))
+        chosen = _opt_int(b.get("chosen"), f"{wj}.chosen", 0, L - 1)
+        attached = _ints(b.get("attached", []), f"{wj}.attached", 0, L - 1, 0, L)
+        if (chosen is not None and chosen not in sites) or not sites.issuperset(attached):
+            _fail(wj, "chosen and attached sites must be among its matching sites")
+
+
+def check_paths(r: dict, w: str, lim: Limits) -> None:
+    """The proposal's paths: from the anchor, at most a block past the block (an attached g(d))."""
+    L = r["block_size"]
+    for wj, p in _objects(r.get("paths"), f"{w}.paths", 1, lim.round_nodes):
+        _int(p.get("source"), f"{wj}.source", 0, lim.block_size)
+        _opt_int(p.get("site"), f"{wj}.site", 0, L - 1)
+        _from_anchor(_ids(p.get("tokens"), f"{wj}.tokens", 1, 2 * L), f"{wj}.tokens", r["anchor"])
+
+
+def check_trie(r: dict, w: str, lim: Limits) -> None:
+    """Node 0 is the anchor; a parent precedes its child, one level up; provenance names paths."""
+    t = _obj(r.get("trie"), f"{w}.trie")
+    w = f"{w}.trie"
+    toks = _ids(t.get("tokens"), f"{w}.tokens", 1, lim.round_nodes)
+    n = len(toks)
+    parents = _ints(t.get("parents"), f"{w}.parents", -1, n - 1, n, n)
+    depths = _ints(t.get("depths"), f"{w}.depths", 0, 2 * r["block_size"] - 1, n, n)
+    if toks[0] != r["anchor"] or parents[0] != -1 or depths[0] != 0:
+        _fail(w, "node 0 must be the anchor: its token, parent -1, depth 0")
+    for j in range(1, n):
+        p = parents[j]
+        if not 0 <= p < j:
+            _fail(f"{w}.parents[{j}]", f"must be a node before it (0..{j - 1}), got {p}")
+        if depths[j] != depths[p] + 1:
+            _fail(f"{w}.depths[{j}]", f"must be its parent's depth + 1 ({depths[p] + 1}), got {depths[j]}")
+    prov = _list(t.get("provenance"), f"{w}.provenance", n, n)
+    n_paths = len(r["paths"])
+    for j, ps in enumerate(prov):
+        _ints(ps, f"{w}.provenance[{j}]", 0, n_paths - 1, 1, n_paths)
+
+
+def check_accepted(r: dict, w: str, lim: Limits) -> None:
+    """The accepted chain: the root, then `accepted` nodes, each a child of the one before."""
+    parents = r["trie"]["parents"]
+    a = r["accepted"]
+    chain = _ints(r.get("accepted_nodes"), f"{w}.accepted_nodes", 0, len(parents) - 1, a + 1, a + 1)
+    if chain[0] != 0:
+        _fail(f"{w}.accepted_nodes[0]", f"must be the root 0, got {chain[0]}")
+    for j in range(1, len(chain)):
+        if parents[chain[j]] != chain[j - 1]:
+            _fail(f"{w}.accepted_nodes[{j}]", f"node {chain[j]} is not a child of node {chain[j - 1]}")
+
+
+def check_committed(r: dict, w: str, lim: Limits) -> None:
+    """new_tokens: the accepted drafts (the chain's tokens), then the bonus, cut at a stop."""
+    toks, chain = r["trie"]["tokens"], r["accepted_nodes"]
+    new = _ids(r.get("new_tokens"), f"{w}.new_tokens", 0, r["accepted"] + 1)
+    for j in range(min(len(new), r["accepted"])):
+        if new[j] != toks[chain[j + 1]]:
+            _fail(f"{w}.new_tokens[{j}]", f"must be accepted node {chain[j + 1]}'s token {toks[chain[j + 1]]}")
+    if len(new) == r["accepted"] + 1 and new[-1] != r["bonus"]:
+        _fail(f"{w}.new_tokens[{len(new) - 1}]", f"must be the bonus token {r['bonus']}, got {new[-1]}")
+    _ids(r.get("target_top1"), f"{w}.target_top1", len(toks), len(toks))
+
+
+def check_q(r: dict, w: str, lim: Limits) -> None:
+    """Optional q (T > 0 drafts): null (argmax drafts; older traces), or one probability in (0, 1] per
+    drafted token of the block."""
+    for where, q, n in [(f"{w}.baseline_q", r.get("baseline_q"), r["block_size"] - 1)] + [
+            (f"{w}.shifted[{j}].q", b.get("q"), r["block_size"] - 1) for j, b in enumerate(r["shifted"])]:
+        if q is None:
+            continue
+        _list(q, where, n, n)
+        for j, x in enumerate(q):
+            if not (_number(x, f"{where}[{j}]") > 0 and x <= 1):
+                _fail(f"{where}[{j}]", f"must be a probability in (0, 1], got {_show(x)}")
+
+
+def check_trie_facts(r: dict, w: str, lim: Limits) -> None:
+    """Optional per-node drafter facts (engine/tree.py, drafting.node_facts): one entry per node each;
+    block an offset, rank a whole number, prob in [0, 1], score a number (log w)."""
+    t, n = r["trie"], len(r["trie"]["tokens"])
+    for key, lo, hi in (("block", 0, lim.block_size), ("rank", 0, INT_MAX)):
+        if key in t:
+            _ints(t[key], f"{w}.trie.{key}", lo, hi, n, n)
+    for key in ("prob", "score"):
+        if key in t:
+            for j, x in enumerate(_list(t[key], f"{w}.trie.{key}", n, n)):
+                _number(x, f"{w}.trie.{key}[{j}]")
+                if key == "prob" and not 0 <= x <= 1:
+                    _fail(f"{w}.trie.prob[{j}]", f"must be a probability in [0, 1], got {_show(x)}")
+
+
+def check_confidence(r: dict, w: str, lim: Limits) -> None:
+    """Optional confidence (a drafter's confidence head, DSpark): one probability in [0, 1] per drafted
+    position of the baseline and of each shifted block."""
+    for where, c in [(w, r.get("confidence"))] + [(f"{w}.shifted[{j}]", b.get("confidence"))
+                                                 for j, b in enumerate(r["shifted"])]:
+        if c is None:
+            continue
+        for j, x in enumerate(_list(c, f"{where}.confidence", r["block_size"] - 1, r["block_size"] - 1)):
+            if not 0 <= _number(x, f"{where}.confidence[{j}]") <= 1:
+                _fail(f"{where}.confidence[{j}]", f"must be a probability in [0, 1], got {_show(x)}")
+
+
+def check_backbone(r: dict, w: str, lim: Limits) -> None:
+    """Optional backbone (a sequential head, Domino or DSpark): where the head changed the backbone's own
+    token, {d: a row of this round (0: the baseline), j: a drafted position of it, token: the backbone's}."""
+    rows = {0} | {b["d"] for b in r["shifted"]}
+    for wj, b in _objects(r.get("backbone", []), f"{w}.backbone", 0, r["block_size"] * (1 + len(rows))):
+        if _int(b.get("d"), f"{wj}.d", 0, lim.block_size) not in rows:
+            _fail(f"{wj}.d", f"must be a row of this round (0 or a shifted d), got {b['d']}")
+        _int(b.get("j"), f"{wj}.j", 1, r["block_size"] - 1)
+        _int(b.get("token"), f"{wj}.token", 0, TOKEN_MAX)
+
+
+ROUND_CHECKS = (check_round_scalars, check_baseline, check_shifted, check_q, check_paths, check_trie, check_trie_facts,
+                check_accepted, check_committed, check_confidence, check_backbone)
+
+
+def round_work(r: dict) -> int:
+    """What reading, drawing and analysing a (valid) round costs: its trie nodes and tokens."""
+    return (len(r["trie"]["tokens"]) + r["block_size"] * (1 + len(r["shifted"]))
+            + sum(len(p["tokens"]) for p in r["paths"]) + sum(map(len, r["trie"]["provenance"])))
+
+
+def check_work(obj: dict, lim: Limits) -> None:
+    work = sum(map(round_work, obj["rounds"]))
+    if work > lim.work:
+        _fail("rounds", f"{len(obj['rounds']):,} rounds holding {work:,} trie nodes and tokens: over the "
+                        f"{lim.work:,} this program explores (record a shorter run)")
+
+
+def check_rounds(obj: dict, lim: Limits) -> None:
+    """Every round, in order: its own checks, and its anchor the last committed token at its position."""
+    pos, last = len(obj["prompt_ids"]), obj["first_token"]
+    for i, r in enumerate(_list(obj.get("rounds"), "rounds", 0, lim.rounds)):
         w = f"rounds[{i}]"
-        _check(isinstance(r, dict), w, "is not an object")
-        for k, t in ROUND_KEYS.items():
-            _check(isinstance(r.get(k), t) and not isinstance(r.get(k), bool), f"{w}.{k}",
-                   "missing or of the wrong type")
-        trie = r["trie"]
-        for k in ("tokens", "parents", "depths"):
-            _check(_ints(trie.get(k)), f"{w}.trie.{k}", "must be a list of integers")
-        n = len(trie["tokens"])
-        _check(n >= 1 and len(trie["parents"]) == n and len(trie["depths"]) == n
-               and len(trie.get("provenance", [])) == n, f"{w}.trie", "lists of unequal length")
-        _check(all(-1 <= p < j for j, p in enumerate(trie["parents"])) and trie["parents"][0] == -1,
-               f"{w}.trie.parents", "a parent must precede its child")
-        _check(len(r["target_top1"]) == n, f"{w}.target_top1", "needs one entry per trie node")
-        _check(_ints(r["accepted_nodes"]) and all(0 <= a < n for a in r["accepted_nodes"])
-               and len(r["accepted_nodes"]) == r["accepted"] + 1, f"{w}.accepted_nodes",
-               "must list the root and the accepted nodes")
-        _check(_ints(r["baseline"]) and _ints(r["new_tokens"]), w, "token lists must hold ids")
-        for j, b in enumerate(r["shifted"]):
-            _check(isinstance(b, dict) and isinstance(b.get("d"), int) and _ints(b.get("tokens"))
-                   and _ints(b.get("sites")) and (b.get("chosen") is None or isinstance(b["chosen"], int)),
-                   f"{w}.shifted[{j}]", "needs d, tokens, sites, chosen")
-        for j, p in enumerate(r["paths"]):
-            _check(isinstance(p, dict) and isinstance(p.get("source"), int) and _ints(p.get("tokens")),
-                   f"{w}.paths[{j}]", "needs source and tokens")
-        _check_head_notes(r, w)
+        _obj(r, w)
+        _int(r.get("round"), f"{w}.round", i, i)
+        for check in ROUND_CHECKS:
+            check(r, w, lim)
+        if r["anchor_pos"] != pos or r["anchor"] != last:
+            _fail(w, f"its anchor must be the last committed token ({last} at position {pos}), "
+                     f"got {r['anchor']} at {r['anchor_pos']}")
+        pos += len(r["new_tokens"])
+        last = r["new_tokens"][-1] if r["new_tokens"] else last
+
+
+def check_config(obj: dict, lim: Limits) -> None:
+    cfg = _obj(obj.get("config"), "config")
+    for k, t in CONFIG_TYPES.items():
+        v = cfg.get(k)
+        if k not in cfg:
+            continue
+        if isinstance(v, bool) or not isinstance(v, t):
+            _fail(f"config.{k}", f"has the wrong type: {_show(v)}")
+        if isinstance(v, (int, float)):
+            _number(v, f"config.{k}")
+
+
+def check_tokens(obj: dict, lim: Limits) -> None:
+    """Prompt and output ids; the output starts with the prefill's token; every text a string."""
+    _ids(obj.get("prompt_ids"), "prompt_ids")
+    out = _ids(obj.get("output_ids"), "output_ids", 1)
+    if _int(obj.get("first_token"), "first_token", 0, TOKEN_MAX) != out[0]:
+        _fail("first_token", f"must be output_ids[0] ({out[0]}), got {obj['first_token']}")
+    _str(obj.get("text"), "text")
+    if "prompt_text" in obj:
+        _str(obj["prompt_text"], "prompt_text")
+    texts = _obj(obj.get("token_texts"), "token_texts")
+    if set(map(type, texts.values())) - {str}:
+        k = next(k for k, v in texts.items() if not isinstance(v, str))
+        _str(texts[k], f"token_texts[{k!r}]")
+
+
+def check_pieces(obj: dict, lim: Limits) -> None:
+    """Optional: per token, the characters it completes (TextPieces), one per prompt / output id."""
+    for key, ids in (("prompt_pieces", "prompt_ids"), ("output_pieces", "output_ids")):
+        if key in obj:
+            n = len(obj[ids])
+            pieces = _list(obj[key], key, n, n)
+            if set(map(type, pieces)) - {str}:
+                j = next(j for j, v in enumerate(pieces) if not isinstance(v, str))
+                _str(pieces[j], f"{key}[{j}]")
+
+
+def check_stats(obj: dict, lim: Limits) -> None:
+    stats = _obj(obj.get("stats"), "stats")
+    for k in STATS_KEYS:
+        _number(stats.get(k), f"stats.{k}")
+
+
+def check_output_chain(obj: dict, lim: Limits) -> None:
+    """The output is the prefill's token, then every round's new tokens."""
+    n = 1 + sum(len(r["new_tokens"]) for r in obj["rounds"])
+    if n != len(obj["output_ids"]):
+        _fail("output_ids", f"must hold the first token and every round's new tokens ({n}), holds "
+                            f"{len(obj['output_ids'])}")
+    k = 1
+    for i, r in enumerate(obj["rounds"]):
+        if obj["output_ids"][k:k + len(r["new_tokens"])] != r["new_tokens"]:
+            _fail(f"rounds[{i}].new_tokens", f"must be output_ids[{k}:{k + len(r['new_tokens'])}]")
+        k += len(r["new_tokens"])
+
+
+TRACE_CHECKS = (check_config, check_tokens, check_pieces, check_stats, check_rounds, check_output_chain,
+                check_work)
+
+
+def validate_trace(obj, limits: Limits = EXPLORE) -> dict:
+    """`obj` if it is a valid trace (the schema above, consistent, within `limits`); else TraceError."""
+    if not isinstance(obj, dict):
+        _fail("trace", f"is not a JSON object (got {_show(obj)})")
+    if obj.get("schema") != SCHEMA:
+        _fail("schema", f"expected {SCHEMA!r}, got {_show(obj.get('schema'))}")
+    for check in TRACE_CHECKS:
+        check(obj, limits)
     return obj
 
 
-def _check_head_notes(r: dict, w: str) -> None:
-    """The optional keys of drafters with a head: confidence per row, the backbone's own tokens."""
-    rows = {0: r["baseline"]} | {b["d"]: b["tokens"] for b in r["shifted"]}
-    for where, row in [(w, r)] + [(f"{w}.shifted[{j}]", b) for j, b in enumerate(r["shifted"])]:
-        c = row.get("confidence")
-        _check(c is None or (isinstance(c, list) and len(c) == len(row.get("baseline", row.get("tokens"))) - 1
-                             and all(isinstance(x, (int, float)) and 0 <= x <= 1 for x in c)),
-               f"{where}.confidence", "must be one probability per drafted position")
-    bb = r.get("backbone")
-    _check(bb is None or isinstance(bb, list), f"{w}.backbone", "must be a list")
-    for j, b in enumerate(bb or []):
-        ok = isinstance(b, dict) and _ints([b.get("d"), b.get("j"), b.get("token")]) and b["d"] in rows
-        _check(ok and 1 <= b["j"] < len(rows[b["d"]]), f"{w}.backbone[{j}]",
-               "needs d (a row of this round), j (a drafted position) and token")
+
+# ---------------------------------------------------------------- files
+
+_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
+_OPEN_CLOSE = bytes.maketrans(b"{}", b"[]")
+_NOT_BRACKET = bytes(b for b in range(256) if b not in b"[]{}")
+
+
+def check_nesting(data: bytes, limit: int = MAX_NESTING) -> None:
+    """Refuse JSON nested deeper than `limit` before parsing it (the parser recurses once per level).
+    Strings out, brackets only; every pass drops the innermost pairs, so after `limit` passes a pair
+    left means a deeper level. C-speed passes: a 20 MB trace takes ~0.1 s."""
+    s = _JSON_STRING.sub(b"", data).translate(_OPEN_CLOSE, _NOT_BRACKET)
+    for _ in range(limit):
+        if b"[]" not in s:
+            return
+        s = s.replace(b"[]", b"")
+    if b"[]" in s:
+        _fail("trace", f"nested deeper than {limit} levels")
+
+
+def _no_constant(name: str):
+    _fail("trace", f"not valid JSON ({name} is not a JSON number)")
+
+
+def parse_trace(data: bytes, limits: Limits = EXPLORE) -> dict:
+    """A validated trace from JSON bytes."""
+    check_nesting(data)
+    try:
+        obj = json.loads(data, parse_constant=_no_constant)
+    except RecursionError:
+        _fail("trace", f"nested deeper than {MAX_NESTING} levels")
+    except ValueError as e:  # bad JSON, bad UTF-8, an integer of thousands of digits
+        if isinstance(e, TraceError):
+            raise
+        _fail("trace", f"not valid JSON ({str(e)[:200]})")
+    return validate_trace(obj, limits)
 
 
 def save_trace(path: str | os.PathLike, trace: dict) -> None:
-    with open(path, "w", encoding="utf-8") as f:
+    """Validated first (a broken trace is not written; a long run's may be over what loading explores),
+    then atomic: a file at `path` is always a whole trace (an interrupted bench or sweep, resumed,
+    trusts what it finds)."""
+    validate_trace(trace, WRITE)
+    tmp = f"{os.fspath(path)}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
         json.dump(trace, f, ensure_ascii=False, separators=(",", ":"))
+    os.replace(tmp, path)
 
 
-def load_trace(path: str | os.PathLike, max_bytes: int = MAX_TRACE_BYTES) -> dict:
-    """JSON only (never pickle), size-limited, validated."""
+def load_trace(path: str | os.PathLike, max_bytes: int = MAX_TRACE_BYTES, limits: Limits = EXPLORE) -> dict:
+    """JSON only (never pickle), size-limited, nesting-limited, validated."""
     size = os.path.getsize(path)
     if size > max_bytes:
-        raise TraceError(f"trace: file is {size / 2**20:.1f} MiB, over the {max_bytes / 2**20:.0f} MiB limit")
-    try:
-        with open(path, encoding="utf-8") as f:
-            obj = json.load(f)
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise TraceError(f"trace: not valid JSON ({e})") from None
-    return validate_trace(obj)
+        _fail("trace", f"file is {size / 2**20:.1f} MiB, over the {max_bytes / 2**20:.0f} MiB limit")
+    with open(path, "rb") as f:
+        data = f.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        _fail("trace", f"file is over the {max_bytes / 2**20:.0f} MiB limit")
+    return parse_trace(data, limits)
 
 
 def token_sources(rnd: dict) -> list[str]:

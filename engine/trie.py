@@ -13,6 +13,9 @@ class Trie:
     depths: list[int]
     provenance: list[list[int]]                     # path indices through each node
     path_nodes: list[list[int]] = field(default_factory=list)  # node ids along each path
+    # path i had room for all its tokens even had every one been new: its length in the trie then
+    # does not depend on its tokens (what speculative sampling needs to trust its draws' laws)
+    whole: list[bool] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.tokens)
@@ -31,6 +34,7 @@ def build_trie(paths: list[list[int]], max_nodes: int | None = None) -> Trie:
         if path[0] != root:
             raise ValueError("every path must start at the anchor")
         node, nodes = 0, [0]
+        trie.whole.append(max_nodes is None or len(trie) + len(path) - 1 <= max_nodes)
         trie.provenance[0].append(i)
         for depth, tok in enumerate(path[1:], start=1):
             child = children.get((node, tok))

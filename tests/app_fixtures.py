@@ -31,7 +31,8 @@ XSS_TOKENS = ["<script>alert(1)</script>", "<img src=x onerror=alert(1)>", "<b>b
 # (mode, rule) runs covering every assembly branch.
 CONFIGS = [("reanchor", "earliest"), ("reanchor", "all"), ("shifted-fixed", "earliest"),
            ("reanchor", "latest"), ("reanchor", "random"), ("in-block", "earliest"),
-           ("extension", "earliest"), ("dflash", "earliest"), ("ar", "earliest")]
+           ("extension", "earliest"), ("dflash", "earliest"), ("ar", "earliest"), ("ddtree", "earliest"),
+           ("reanchor-tree", "earliest")]
 PROMPTS = ["abc dea?", "hi, j.", "a b c d e f g"]
 
 
@@ -147,16 +148,25 @@ class AppProcess:
         self._log.close()
 
 
-def launched_tiny_app(tmp_path_factory, context: int | None = None):
-    """Yields `python -m app` serving the tiny Qwen3 target and drafter (a module fixture's body)."""
-    target, drafter = save_tiny_folders(tmp_path_factory.mktemp("tiny"), context=context)
-    proc = AppProcess(["--target", str(target), "--drafter", str(drafter)],
-                      tmp_path_factory.mktemp("applog") / "app.log")
+def launched_app(args: list[str], tmp_path_factory, wait_model: bool = False, env: dict[str, str] | None = None):
+    """Yields `python -m app ARGS` once it serves (and, with wait_model, its model is loaded): a module
+    fixture's body. `env` adds environment variables."""
+    proc = AppProcess(args, tmp_path_factory.mktemp("applog") / "app.log", env=env)
     try:
         proc.wait_up()
+        if wait_model:
+            from gradio_client import Client
+
+            proc.wait_model(Client(proc.url, verbose=False))
         yield proc
     finally:
         proc.stop()
+
+
+def launched_tiny_app(tmp_path_factory, context: int | None = None):
+    """Yields `python -m app` serving the tiny Qwen3 target and drafter (a module fixture's body)."""
+    target, drafter = save_tiny_folders(tmp_path_factory.mktemp("tiny"), context=context)
+    yield from launched_app(["--target", str(target), "--drafter", str(drafter)], tmp_path_factory)
 
 
 def chromium_or_skip():
@@ -168,3 +178,41 @@ def chromium_or_skip():
     if os.environ.get("CI"):
         pytest.fail(f"CI is set but Chromium is missing at {CHROMIUM} (apt-get install -y chromium)")
     pytest.skip("Chromium is not installed (apt-get install -y chromium); set CI to make this an error")
+
+
+def _relabel_round(r: dict, swap: dict[int, int], shift: int, index: int) -> dict:
+    """A copy of round r with token ids swapped (a bijection), positions shifted and a new index."""
+    def m(tokens):
+        return [swap.get(t, t) for t in tokens]
+
+    out = json.loads(json.dumps(r))
+    out.update(round=index, anchor_pos=r["anchor_pos"] + shift, anchor=swap.get(r["anchor"], r["anchor"]),
+               bonus=swap.get(r["bonus"], r["bonus"]), baseline=m(r["baseline"]), new_tokens=m(r["new_tokens"]),
+               target_top1=m(r["target_top1"]))
+    for b in out["shifted"]:
+        b["tokens"] = m(b["tokens"])
+    for p in out["paths"]:
+        p["tokens"] = m(p["tokens"])
+    out["trie"]["tokens"] = m(r["trie"]["tokens"])
+    return out
+
+
+def tiled_trace(trace: dict, copies: int) -> dict:
+    """A valid trace `copies` times as long: the rounds again and again, each copy continuing the last.
+
+    Every other copy swaps two token ids (the first token and the last one), so each copy's first
+    anchor is the token the copy before committed last: positions, anchors and the output chain stay
+    consistent and the result passes validate_trace. For memory and time figures at any size."""
+    first, last = trace["first_token"], trace["output_ids"][-1]
+    swap = {first: last, last: first} if first != last else {}
+    rounds, out = [], [first]
+    step = len(trace["output_ids"]) - 1
+    for c in range(copies):
+        for r in trace["rounds"]:
+            rec = _relabel_round(r, swap if c % 2 else {}, c * step, len(rounds))
+            rounds.append(rec)
+            out += rec["new_tokens"]
+    tiled = {k: v for k, v in trace.items() if k not in ("output_pieces",)}
+    tiled.update(rounds=rounds, output_ids=out, text=trace["text"] * copies)
+    tiled["stats"] = {**trace["stats"], "rounds": len(rounds), "new_tokens": len(out)}
+    return tiled

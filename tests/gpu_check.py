@@ -1,8 +1,12 @@
 """GPU check (run by hand on a CUDA machine; not collected by pytest):
 1. lossless on CUDA: every mode and rule vs target-only greedy, tiny random models, fp32 and bf16;
-2. timing on the embedded target: ar vs dflash vs reanchor (tau, tokens/s, ratios measured in one run).
+2. sampling at T=1 on the device (tiny random models, fp32): every mode's round follows the target's
+   law (chi-square), and dflash mode's acceptance matches dflash_generate's, sample-and-match's not;
+3. timing on the embedded target: ar vs dflash vs reanchor (tau, tokens/s, ratios measured in one
+   run), at T=0 and at T=1 with both acceptance rules.
 
     python tests/gpu_check.py [--drafter DIR] [--prompts N] [--out FILE]
+    python tests/gpu_check.py --device cpu --pairs 1 --trials 150 --skip-timing   # the CPU smoke run
 """
 import argparse
 import json
@@ -16,6 +20,7 @@ sys.path[:0] = [str(Path(__file__).resolve().parent.parent), str(Path(__file__).
 from engine.decode import DecodeConfig, Engine  # noqa: E402
 from test_lossless import PROMPTS, configs, greedy_reference  # noqa: E402
 from tiny import tiny_models  # noqa: E402
+import test_sampling_t1 as T1  # noqa: E402
 
 
 def lossless(dtype, device: str = "cuda", pairs: int = 10) -> dict:
@@ -33,8 +38,28 @@ def lossless(dtype, device: str = "cuda", pairs: int = 10) -> dict:
     return {"runs": total, "equal_to_greedy": equal}
 
 
+def sampling(device: str, trials: int, seeds: int) -> dict:
+    """T=1 on the device: the chi-square law check per mode (True: passed) and acceptance against
+    dflash_generate ((mean, standard error) per rule; z of speculative vs the reference)."""
+    out = {}
+    for mode, rule in T1.MODES:
+        try:
+            T1.law_case(tiny_models("qwen3", 0, block_size=6, init=0.12, device=device), mode, rule,
+                        trials=trials)
+            out[f"law_{mode}_{rule}"] = True
+        except AssertionError as e:
+            out[f"law_{mode}_{rule}"] = f"FAILED {e}"
+    import dflash.model
+    dflash.model._cuda_time = time.perf_counter if device == "cpu" else dflash.model._cuda_time
+    r = T1.dflash_vs_reference(tiny_models("qwen3", 2, init=0.05, device=device), range(seeds))
+    out["dflash_acceptance"] = r
+    out["z_speculative_vs_reference"] = T1.z(r["speculative"], r["reference"])
+    out["z_reference_vs_match"] = T1.z(r["reference"], r["match"])
+    return out
+
+
 def timing_simple(drafter: str | None, n_prompts: int, dtype: str, max_new: int = 128,
-                  device: str = "cuda") -> dict:
+                  device: str = "cuda", temperature: float = 0.0) -> dict:
     from engine.models import load_models
     eng = Engine(load_models(None, drafter or "default", device, dtype, draft_dtype="bfloat16"))
     prompts = ["Write a Python function that returns the n-th Fibonacci number.",
@@ -45,13 +70,14 @@ def timing_simple(drafter: str | None, n_prompts: int, dtype: str, max_new: int 
                "Explain what a hash table is to a beginner.",
                "Write a function that checks whether a string is a palindrome.",
                "Compare cats and dogs as pets in a short paragraph."][:n_prompts]
-    modes = ["ar", "dflash", "reanchor"]
+    modes = ["ar", "dflash", "reanchor"] + (["dflash-match", "reanchor-match"] if temperature else [])
     eng.generate(prompts[0], DecodeConfig(mode="reanchor", max_new_tokens=16))  # warm-up
     agg = {m: {"tokens": 0, "wall": 0.0, "taus": [], "outputs": []} for m in modes}
     for p in prompts:
         ids = eng.encode_prompt(p)
         for m in modes:
-            run = eng.run(ids, DecodeConfig(mode=m, max_new_tokens=max_new))
+            run = eng.run(ids, DecodeConfig(mode=m.split("-")[0], max_new_tokens=max_new, temperature=temperature,
+                                            acceptance="match" if m.endswith("-match") else "speculative"))
             res = run.finish()
             agg[m]["tokens"] += res["stats"]["new_tokens"]
             agg[m]["wall"] += res["stats"]["wall_s"]
@@ -61,7 +87,8 @@ def timing_simple(drafter: str | None, n_prompts: int, dtype: str, max_new: int 
     for m in modes:
         a = agg[m]
         out[m] = {"tau": sum(a["taus"]) / max(len(a["taus"]), 1), "tokens_per_s": a["tokens"] / a["wall"],
-                  "same_as_ar": sum(x == y for x, y in zip(a["outputs"], agg["ar"]["outputs"]))}
+                  "same_as_ar": sum(x == y for x, y in zip(a["outputs"], agg["ar"]["outputs"]))
+                  if not temperature else None}
     for m in modes:
         out[m]["speedup_vs_ar"] = out[m]["tokens_per_s"] / out["ar"]["tokens_per_s"]
     out["reanchor_tau_vs_dflash"] = out["reanchor"]["tau"] / out["dflash"]["tau"]
@@ -79,6 +106,9 @@ if __name__ == "__main__":
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--max-new-tokens", type=int, default=128)
     ap.add_argument("--pairs", type=int, default=10)
+    ap.add_argument("--trials", type=int, default=T1.TRIALS, help="rounds per mode in the T=1 law check")
+    ap.add_argument("--seeds", type=int, default=30, help="seeds per prompt against dflash_generate")
+    ap.add_argument("--skip-sampling", action="store_true")
     a = ap.parse_args()
     res = {"device": torch.cuda.get_device_name(0) if a.device == "cuda" else a.device,
            "torch": torch.__version__}
@@ -87,10 +117,14 @@ if __name__ == "__main__":
         res["lossless_fp32"] = lossless(torch.float32, a.device, a.pairs)
         res["lossless_bf16"] = lossless(torch.bfloat16, a.device, a.pairs)
         print(json.dumps(res), flush=True)
+    if not a.skip_sampling:
+        res["sampling_t1"] = sampling(a.device, a.trials, a.seeds)
+        print(json.dumps(res["sampling_t1"]), flush=True)
     if not a.skip_timing:
-        for dt in ("bfloat16", "float32"):
-            res[f"timing_{dt}"] = timing_simple(a.drafter, a.prompts, dt, a.max_new_tokens, a.device)
-            print(json.dumps(res[f"timing_{dt}"]), flush=True)
+        for dt, temp in (("bfloat16", 0.0), ("float32", 0.0), ("bfloat16", 1.0)):
+            key = f"timing_{dt}" + ("_t1" if temp else "")
+            res[key] = timing_simple(a.drafter, a.prompts, dt, a.max_new_tokens, a.device, temp)
+            print(json.dumps(res[key]), flush=True)
     res["wall_s"] = time.time() - t
     print(json.dumps(res, indent=1))
     if a.out:

@@ -296,6 +296,30 @@ def test_shifted_block_budget(app, tiny_dirs):
             c.predict(PROMPT, "reanchor", "earliest", 0, 0, 16, bad, api_name="/run")
 
 
+def test_tree_modes_run_replay_and_draw_their_curve(app, tiny_dirs):
+    """Both tree modes through the page: lossless, within the "Trie nodes" budget, the drafter's rank and
+    probability in the trie's hover; the exported trace loads back and draws the same rounds; the
+    budget curve runs both modes at every N; a bad budget names the control."""
+    c = client(app)
+    want = _cli(tiny_dirs, LONG_PROMPT, 24)["output_ids"]
+    for mode in ("ddtree", "reanchor-tree"):
+        out = c.predict(LONG_PROMPT, mode, "earliest", 0, 0, 24, "all", "8", api_name="/run")
+        trace = json.loads(open(_export_path(app, out)).read())
+        assert trace["output_ids"] == want and trace["config"]["max_trie_nodes"] == 8
+        assert all(len(r["trie"]["tokens"]) <= 8 for r in trace["rounds"])
+        assert "drafter: rank" in out[ROUND_FIG]
+        back = c.predict(handle_file(_export_path(app, out)), api_name="/load_trace")
+        first = round_payload(back[ROUND_FIG])
+        assert back[TEXT] == out[TEXT] and first["round"] == 0 and "drafter: rank" in json.dumps(first["fig"])
+    fig, res = c.predict(LONG_PROMPT, 0, 0, 16, api_name="/budget_curve")
+    points = res["budget_curve"]
+    assert [(p["mode"], p["nodes"]) for p in points][:3] == [("dflash", None), ("ddtree", 4), ("ddtree", 8)]
+    assert len(points) == 11 and all(p["tau"] >= 1 for p in points)
+    assert {t["name"] for t in plots_json(fig)["data"]} == {"ddtree", "reanchor-tree"}
+    with pytest.raises(AppError, match="Trie nodes"):
+        c.predict(PROMPT, "ddtree", "earliest", 0, 0, 16, "all", "0", api_name="/run")
+
+
 @pytest.fixture(scope="module")
 def replay_app(tmp_path_factory):
     proc = AppProcess(["--no-model"], tmp_path_factory.mktemp("replaylog") / "app.log")
@@ -362,11 +386,11 @@ def test_replay_only_app_needs_no_model(replay_app):
 
 
 def test_drafter_menu(app, tiny_dirs):
-    """The run takes the Drafter menu's choice (the drafter given at start here); Gradio refuses any other."""
+    """The run takes the Drafter menu's choice (the drafter given at start here); any other is refused, named."""
     c = client(app)
     _, drafter = tiny_dirs
-    with pytest.raises(AppError, match="no-such-drafter is not in the list of choices"):
-        c.predict(PROMPT, "reanchor", "earliest", 0, 0, 16, "all", "no-such-drafter", api_name="/run")
+    with pytest.raises(AppError, match="Drafter: unknown drafter 'no-such-drafter'"):
+        c.predict(PROMPT, "reanchor", "earliest", 0, 0, 16, "all", "all", "no-such-drafter", api_name="/run")
     assert c.predict(api_name="/model_status")[0].startswith("ready")  # still serving
-    result = c.predict(PROMPT, "reanchor", "earliest", 0, 0, 16, "all", str(drafter), api_name="/run")
+    result = c.predict(PROMPT, "reanchor", "earliest", 0, 0, 16, "all", "all", str(drafter), api_name="/run")
     assert json.loads(open(_export_path(app, result)).read())["config"]["drafter"] == str(drafter)

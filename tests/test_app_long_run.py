@@ -207,10 +207,11 @@ def test_text_view_tail_keeps_the_last_tokens():
     """render.text_view(tail=n): the last n token spans with their real rounds and indices, and a marker
     counting the rest; without tail (or a larger one) the whole view, unchanged."""
     from app import render
+    from app.tokentext import trace_pieces
     from app_fixtures import real_trace
 
     t = real_trace("qwen3", "reanchor", "earliest", LONG_PROMPT, 96)
-    args = (t["prompt_ids"], t["first_token"], t["rounds"], t["token_texts"])
+    args = (*trace_pieces(t), t["rounds"])
     full = render.text_view(*args)
     assert render.text_view(*args, tail=10_000) == full
     spans = re.findall(r"<span class='[^']*' data-r='-?\d+' data-k='\d+' title='[^']*'>.*?</span>", full, flags=re.S)

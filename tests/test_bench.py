@@ -13,7 +13,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from engine.bench import main as bench
 from engine.bench import sets
-from engine.options import parse_csv, parse_max_shifted
+from engine.options import ACCEPTANCE, parse_csv, parse_max_shifted
 from engine.errors import InputError
 from engine.trace import load_trace
 
@@ -23,13 +23,10 @@ PROMPTS = [{"id": "p/1", "prompt": "abc dea, fig?"}, {"id": "p2", "prompt": "jig
 
 @pytest.fixture(scope="module")
 def tiny_dirs(tmp_path_factory):
-    from tiny import save_tiny
+    from tiny import save_tiny_bench
 
     tmp = tmp_path_factory.mktemp("bench")
-    target, drafter = save_tiny(tmp)
-    prompts = tmp / "tiny.jsonl"
-    prompts.write_text("".join(json.dumps(p) + "\n" for p in PROMPTS))
-    return tmp, target, drafter, prompts
+    return (tmp, *save_tiny_bench(tmp, PROMPTS))
 
 
 @pytest.fixture(scope="module")
@@ -46,8 +43,8 @@ def bench_out(tiny_dirs):
 
 def test_outputs(bench_out):
     res = json.loads((bench_out / "results.json").read_text())
-    labels = ["ar", "dflash", "shifted-fixed", "reanchor", "reanchor-all", "in-block", "extension",
-              "reanchor-auto"]
+    labels = ["ar", "dflash", "shifted-fixed", "reanchor", "reanchor-all", "in-block", "extension", "ddtree",
+              "reanchor-tree", "reanchor-auto"]
     assert [r["label"] for r in res["runs"]] == labels
     keys = {"set", "mode", "rule", "temperature", "n", "tau", "new_tokens", "tokens_per_s",
             "speedup_vs_ar", "tau_vs_dflash", "speed_vs_dflash", "lossless"}
@@ -64,6 +61,7 @@ def test_outputs(bench_out):
     runs = {r["label"]: r for r in res["runs"]}
     assert runs["ar"]["speedup_vs_ar"] == 1 and runs["dflash"]["tau_vs_dflash"] == 1
     assert runs["reanchor-all"]["rule"] == "all" and runs["reanchor-auto"]["max_shifted"] == "auto"
+    assert runs["reanchor-auto"]["max_trie_nodes"] == "auto"
     assert set(res["analyses"]) == {"tiny", "all"}
     s = res["analyses"]["tiny"]["reanchor"]
     assert {"acceptance_histogram", "full_block_share", "post_rejection_agreement", "alignment",
@@ -87,6 +85,27 @@ def test_block_size_flag(tiny_dirs):
     for label in ("dflash", "reanchor"):
         t = load_trace(out / "traces" / "tiny" / label / "p2.json")
         assert {len(r["baseline"]) for r in t["rounds"]} <= {1, 2, 3, 4} and len(t["rounds"][0]["baseline"]) == 4
+
+
+def test_bench_at_t1_with_both_acceptance_rules(tiny_dirs):
+    """The paper's T=1 columns: sampled runs, both acceptance rules side by side, no lossless share."""
+    tmp, target, drafter, prompts = tiny_dirs
+    out = tmp / "out-t1"
+    from engine.__main__ import main  # in process: the CLI's own path, without a second interpreter
+    assert main(["bench", "--prompts", str(prompts), "--target", str(target), "--drafter", str(drafter),
+                 "--max-new-tokens", "12", "--modes", "ar,dflash,reanchor", "--temperature", "1",
+                 "--acceptance", "speculative,match", "--traces", "--out", str(out)]) == 0
+    res = json.loads((out / "results.json").read_text())
+    runs = {r["label"]: r for r in res["runs"]}
+    assert list(runs) == ["ar", "dflash", "dflash-match", "reanchor", "reanchor-match"]
+    assert all(r["lossless"] is None and r["temperature"] == 1.0 for r in runs.values())
+    assert runs["reanchor-match"]["tau_vs_dflash"] == pytest.approx(
+        runs["reanchor-match"]["tau"] / runs["dflash-match"]["tau"])
+    t = load_trace(out / "traces" / "tiny" / "dflash-match" / "p2.json")
+    assert t["config"]["acceptance"] == "match" and t["config"]["temperature"] == 1.0
+    assert all(r["baseline_q"] is not None for r in t["rounds"] if r["block_size"] >= 2)
+    md = (out / "report.md").read_text()
+    assert "## Acceptance rule" in md and "lossless share is not defined" in md
 
 
 def test_report_and_figure(bench_out):
@@ -143,16 +162,24 @@ def test_prompt_sets():
 
 
 def test_variants_and_bad_input(tmp_path):
-    vs = bench.variants(["ar", "reanchor", "reanchor-auto"], ["earliest", "latest"], 3)
-    assert [(v.label, v.mode, v.rule, v.max_shifted) for v in vs] == [
-        ("ar", "ar", "earliest", None), ("reanchor", "reanchor", "earliest", 3),
-        ("reanchor-latest", "reanchor", "latest", 3), ("reanchor-auto", "reanchor", "earliest", "auto")]
+    vs = bench.variants(["ar", "reanchor", "reanchor-auto", "dflash-auto", "ddtree"], ["earliest", "latest"], 3, 24,
+                        [8, 16])
+    assert [(v.label, v.mode, v.rule, v.max_shifted, v.max_trie_nodes) for v in vs] == [
+        ("ar", "ar", "earliest", None, None), ("reanchor", "reanchor", "earliest", 3, 24),
+        ("reanchor-latest", "reanchor", "latest", 3, 24), ("reanchor-auto", "reanchor", "earliest", "auto", "auto"),
+        ("dflash-auto", "dflash", "earliest", None, "auto"), ("ddtree", "ddtree", "earliest", None, 24),
+        ("ddtree@8", "ddtree", "earliest", None, 8), ("ddtree@16", "ddtree", "earliest", None, 16)]
+    vs = bench.variants(["ar", "dflash"], ["earliest"], None, acceptances=["speculative", "match"])
+    assert [(v.label, v.acceptance) for v in vs] == [("ar", "speculative"), ("dflash", "speculative"),
+                                                      ("dflash-match", "match")]
+    with pytest.raises(InputError, match="acceptance"):
+        parse_csv("speculative,greedy", ACCEPTANCE, "acceptance")
     assert parse_max_shifted("auto") == "auto" and parse_max_shifted("none") is None
     assert parse_max_shifted("all") is None and parse_max_shifted("3") == 3
     with pytest.raises(InputError, match="max_shifted"):
         parse_max_shifted("many")
     with pytest.raises(InputError, match="modes"):
-        parse_csv("ar,fast", bench.MODES, "modes")
+        parse_csv("ar,fast", bench.DEFAULT_MODES, "modes")
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"id": 1}\n')
     with pytest.raises(InputError, match="prompt"):

@@ -11,8 +11,8 @@ from test_lossless import greedy_reference
 from tiny import tiny_models
 
 
-def dflash2_models(seed: int):
-    m = tiny_models("qwen3", seed, block_size=6)
+def dflash2_models(seed: int, init: float = 0.5):
+    m = tiny_models("qwen3", seed, block_size=6, init=init)
     cfg = drafter_config(m.target.config, num_layers=1, block_size=6, mask_token_id=3)
     cfg.dflash_config.update(conv_kernel_size=3, conv_group_size=16, selector_rank=8, selector_top_k=4)
     cls = drafter_class(cfg)

@@ -11,7 +11,7 @@ import networkx as nx
 
 ROOT = Path(__file__).resolve().parent.parent
 CORE = ("engine.options", "engine.errors", "engine.paths", "engine.attach", "engine.trie", "engine.trace",
-        "engine.analyses")
+        "engine.analyses", "engine.sampling")
 
 
 def module_name(path: Path) -> str:

@@ -27,7 +27,8 @@ def configs():
     yield "ar", "earliest"
     yield "dflash", "earliest"
     yield "shifted-fixed", "fixed"
-    for mode in ("reanchor", "in-block", "extension"):
+    yield "ddtree", "earliest"
+    for mode in ("reanchor", "in-block", "extension", "reanchor-tree"):
         for rule in RULES:
             yield mode, rule
 

@@ -243,28 +243,55 @@ def test_dflash_mode_matches_the_released_decoding(variant, shift):
         x = x + r["new_tokens"]
 
 
-def test_confidence_feeds_the_cost_budget():
-    from engine.decode.cost import Budget, Profile, confidence_estimates, survival
+def test_confidence_scores_the_nodes_the_budget_calibrates():
+    """A confidence head's c_j replaces the drafter's probability in every node's score (chain and tree
+    modes), and the auto node budget calibrates and cuts by that score; the runs stay lossless."""
+    import math
+    import random
 
-    rnd = {"confidence": [0.5, 0.5, 0.5], "shifted": [
-        {"d": 1, "chosen": 1, "confidence": [0.8, 0.5, 0.5]}, {"d": 2, "chosen": None, "confidence": [0.9] * 3},
-        {"d": 3, "chosen": 3, "confidence": [1.0, 0.0, 0.0]}]}
-    assert survival([0.5, 0.5]) == [0.5, 0.25]
-    acc0, gain = confidence_estimates(rnd)
-    assert acc0 == pytest.approx(0.875)
-    # g(1) at site 1: reach 0.5, the baseline fails at 2 w.p. 0.5, then 0.8 + 0.4 + 0.2 expected drafts
-    assert gain == pytest.approx({1: 0.5 * 0.5 * 1.4, 2: 0.0, 3: 0.125 * 1.0 * 1.0})
-    assert confidence_estimates({"shifted": []}) is None
-    # a DSpark run with max_shifted "auto": the budget reads its records' confidence, the run stays lossless
+    from engine.decode.cost import Budget, Profile
+    from engine.tree import head_logq, tree_proposal
+
+    assert head_logq(-0.1, -0.1, 0.5, True) == pytest.approx(math.log(0.5))
+    # another token: its share (q / (1 - q_drafted)) of the head's 1 - c
+    assert head_logq(math.log(0.2), math.log(0.6), 0.5, False) == pytest.approx(math.log(0.5 * 0.2 / 0.4))
+    assert head_logq(math.log(0.2), math.log(0.6), 1.0, False) > -30   # floored, never -inf
+    ranked = [[[(5, math.log(0.6)), (6, math.log(0.3))], [(7, math.log(0.9)), (8, math.log(0.05))]]]
+    _, _, trie, plain = tree_proposal([4, 5, 7], {}, ranked, "ddtree", "earliest", random.Random(0), 2, 5)
+    _, _, _, head = tree_proposal([4, 5, 7], {}, ranked, "ddtree", "earliest", random.Random(0), 2, 5,
+                                  [[0.5, 0.25]])
+    # (parent's token, token): under the sibling 6, the drafted 7 keeps the head's c of that position
+    want = {(4, 5): math.log(0.5), (4, 6): math.log(0.5 * 0.3 / 0.4), (5, 7): math.log(0.5 * 0.25),
+            (6, 7): math.log(0.5 * 0.3 / 0.4 * 0.25)}
+    seen = {(trie.tokens[trie.parents[n]], trie.tokens[n]): head["score"][n] for n in range(1, len(trie))}
+    assert set(want) <= set(seen)
+    for key, x in want.items():
+        assert seen[key] == pytest.approx(x, abs=1e-3), key
+    assert head["prob"] == plain["prob"] and head["score"] != plain["score"]
+
     m = tiny_variant_models("dspark", 1)
     eng = Engine(m, draft_head_dtype=None)
     ids = eng.encode_prompt("ab c")
-    budget = Budget(Profile(eng.block_size, [1, 2, 4], [1.0, 1.5, 2.5], [1, 8, 16], [1.0, 1.2, 1.5]))
-    run = eng.run(ids, DecodeConfig(mode="reanchor", max_shifted="auto", max_new_tokens=N_NEW, ignore_eos=True), budget)
-    run.finish()
-    assert run.result["output_ids"] == greedy_reference(m.target, ids, N_NEW)
-    assert budget.stats.confidence == confidence_estimates(run.rounds[-1])
-    assert budget.stats.acc0() == budget.stats.confidence[0]
+    want_ids = greedy_reference(m.target, ids, N_NEW)
+    for mode in ("reanchor", "reanchor-tree"):
+        budget = Budget(Profile(eng.block_size, [1, 2, 4], [1.0, 1.5, 2.5], [1, 8, 16], [1.0, 1.2, 1.5]))
+        cfg = DecodeConfig(mode=mode, max_shifted="auto", max_trie_nodes="auto", max_new_tokens=N_NEW, ignore_eos=True)
+        run = eng.run(ids, cfg, budget)
+        run.finish()
+        assert run.result["output_ids"] == want_ids, mode
+        assert sum(budget.calib.seen) == sum(len(r["trie"]["tokens"]) - 1 for r in run.rounds)
+        checked = 0
+        for r in run.rounds:  # the baseline's chain: score = sum of log c along it
+            t, acc, node = r["trie"], 0.0, 0
+            for j in range(1, len(r["baseline"])):   # follow g(0)'s own tokens down the trie
+                kids = [n for n in range(len(t["tokens"])) if t["parents"][n] == node and t["tokens"][n] == r["baseline"][j]]
+                if not kids or t["block"][kids[0]] != 0:   # a node a shifted block proposed first: its own c
+                    break
+                node = kids[0]
+                acc += math.log(max(r["confidence"][j - 1], 1e-9))
+                assert t["score"][node] == pytest.approx(acc, abs=2e-3), (mode, r["round"], j)
+                checked += 1
+        assert checked > 0, f"{mode}: the baseline's chain was never verified: the test proves little"
 
 
 def test_train_variants_end_to_end(tmp_path):

@@ -91,3 +91,108 @@ def tiny_variant_models(variant: str, seed: int = 0, block_size: int = 6, shift_
     m.drafter = drafter
     m.drafter_name = f"tiny-{variant}"
     return m
+
+
+def save_tiny_bench(path: Path, prompts: list[dict]) -> tuple[Path, Path, Path]:
+    """save_tiny plus a JSONL prompt set: (target, drafter, prompts file) for `python -m engine bench`."""
+    import json
+
+    target, drafter = save_tiny(path)
+    file = Path(path) / "tiny.jsonl"
+    file.write_text("".join(json.dumps(p) + "\n" for p in prompts))
+    return target, drafter, file
+
+
+# -- a scripted byte-level model: it writes a fixed multilingual text, split inside characters ---------
+
+SCRIPT = "你好 世界 🎉 שלום é\u0301 ok"   # Chinese, emoji, Hebrew, e + a combining acute, Latin
+
+
+def script_chunks(text: str = SCRIPT) -> list[bytes]:
+    """The text's UTF-8 bytes cut into tokens of 2, 3, 1, 2, 3, 1... bytes: most cuts fall inside a character."""
+    data, out, k = text.encode(), [], 0
+    while k < len(data):
+        size = (2, 3, 1)[len(out) % 3]
+        out.append(data[k:k + size])
+        k += size
+    return out
+
+
+def byte_tokenizer(chunks: list[bytes], alphabet: bytes):
+    """Byte-level BPE (as SmolLM2's): one token per byte of `alphabet`, plus the multi-byte `chunks`
+    (never produced by encoding, only by the model), decoded through bytes like the real thing."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    pieces = sorted({bytes([b]) for b in alphabet}) + [c for c in chunks if len(c) > 1]
+    vocab = {t: i for i, t in enumerate(SPECIALS)}
+    for p in pieces:
+        vocab.setdefault(_byte_level(p), len(vocab))
+    tk = Tokenizer(models.BPE(vocab, [], unk_token="<unk>"))
+    tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    tk.decoder = decoders.ByteLevel()
+    tok = PreTrainedTokenizerFast(tokenizer_object=tk, unk_token="<unk>", eos_token="<|im_end|>",
+                                  additional_special_tokens=SPECIALS[1:])
+    tok.chat_template = CHAT
+    return tok
+
+
+def scripted_models(text: str = SCRIPT, seed: int = 0, block_size: int = 8):
+    """(Models, script ids): a target that writes `text` over and over after any prompt (greedy), through
+    tokens that split its characters; a random drafter."""
+    import string
+
+    from engine.models import Models, random_drafter
+
+    chunks = script_chunks(text)
+    tok = byte_tokenizer(chunks, (string.printable + text).encode())
+    vocab = tok.get_vocab()
+    ids = [vocab[_byte_level(c)] for c in chunks]
+    assert len(set(ids)) == len(ids), "script tokens must be distinct (each has one successor)"
+    succ = {x: y for x, y in zip(ids, ids[1:] + ids[:1])}
+    succ[vocab[":"]] = ids[0]  # the chat template's last prompt token
+    target = scripted_target(len(tok), succ, seed)
+    drafter = random_drafter(target, seed=seed + 1, mask_token_id=vocab["<mask>"], num_layers=1,
+                             block_size=block_size).eval()
+    return Models(target, tok, drafter, torch.device("cpu"), torch.float32, "tiny-scripted", "random"), ids
+
+
+def scripted_target(vocab_size: int, succ: dict[int, int], seed: int = 0):
+    """A Qwen3 whose greedy next token is succ[current token]: embeddings are one-hot, every layer adds
+    nothing (zero output projections), and lm_head row y picks the tokens whose successor is y."""
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    hidden = 64 * -(-vocab_size // 64)
+    cfg = Qwen3Config(vocab_size=vocab_size, hidden_size=hidden, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=512,
+                      eos_token_id=2, bos_token_id=1, pad_token_id=0, tie_word_embeddings=False)
+    torch.manual_seed(seed)
+    m = Qwen3ForCausalLM(cfg).eval()
+    m.config._attn_implementation = "sdpa"
+    with torch.no_grad():
+        m.model.embed_tokens.weight.zero_()
+        m.model.embed_tokens.weight[:, :vocab_size] = torch.eye(vocab_size)
+        for layer in m.model.layers:
+            layer.self_attn.o_proj.weight.zero_()
+            layer.mlp.down_proj.weight.zero_()
+        m.lm_head.weight.zero_()
+        for x, y in succ.items():
+            m.lm_head.weight[y, x] = 1.0
+    return m
+
+
+def save_scripted(path: Path, text: str = SCRIPT) -> tuple[Path, Path]:
+    """The scripted target and its random drafter as folders (--target / --drafter)."""
+    m, _ = scripted_models(text)
+    t, d = Path(path) / "target-scripted", Path(path) / "drafter-scripted"
+    m.target.save_pretrained(t)
+    m.tokenizer.save_pretrained(t)
+    m.drafter.save_pretrained(d)
+    return t, d
+
+
+def _byte_level(chunk: bytes) -> str:
+    from transformers.convert_slow_tokenizer import bytes_to_unicode
+
+    uni = bytes_to_unicode()
+    return "".join(uni[b] for b in chunk)

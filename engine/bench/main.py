@@ -18,18 +18,20 @@ import platform
 import re
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from .. import analyses as A
 from ..errors import InputError
 from ..options import MODES as ENGINE_MODES
-from ..options import RULES, add_model_args, models_from_args, parse_csv, parse_max_shifted
+from ..options import (ACCEPTANCE, RULES, TREE_MODES, UNSHIFTED_MODES, add_model_args, models_from_args,
+                       parse_csv, parse_max_shifted, parse_max_trie_nodes, to_int)
 from .report import write_report
 from .sets import PER_SET, SETS, load_set, read_jsonl, sample_prompts
 
-MODES = ENGINE_MODES + ("reanchor-auto",)       # reanchor-auto: ReAnchor with the cost budget
+AUTO_MODES = tuple(f"{m}-auto" for m in ENGINE_MODES if m != "ar")   # the cost budget picks k and nodes
 RULE_MODES = tuple(f"reanchor-{r}" for r in RULES if r != "earliest")  # --modes reanchor-all etc.
+DEFAULT_MODES = ENGINE_MODES + ("reanchor-auto",)
 WARMUP_TOKENS = 16
 
 
@@ -41,21 +43,47 @@ class Variant:
     mode: str
     rule: str
     max_shifted: int | str | None
+    max_trie_nodes: int | str | None = None
+    acceptance: str = "speculative"
 
 
-def variants(modes: list[str], rules: list[str], max_shifted) -> list[Variant]:
+def _one(mode: str, rule: str, max_shifted, max_trie_nodes, label: str | None = None) -> Variant:
+    """A plain mode: ar and dflash take no caps (they are the references); the others take the flags'."""
+    plain = mode in ("ar", "dflash")
+    return Variant(label or mode, mode, rule, None if mode in UNSHIFTED_MODES else max_shifted,
+                   None if plain else max_trie_nodes)
+
+
+def variants(modes: list[str], rules: list[str], max_shifted, max_trie_nodes=None,
+             tree_nodes: list[int] = (), acceptances=("speculative",)) -> list[Variant]:
+    """What to run, in column order; each acceptance rule after the other per variant (labels of
+    sample-and-match variants end in -match; `ar` drafts nothing, so it has one)."""
+    out = []
+    for v in _variants(modes, rules, max_shifted, max_trie_nodes, tree_nodes):
+        out += [v] if v.mode == "ar" else [v if a == "speculative" else replace(v, label=f"{v.label}-{a}", acceptance=a)
+                                           for a in acceptances]
+    return out
+
+
+def _variants(modes: list[str], rules: list[str], max_shifted, max_trie_nodes, tree_nodes) -> list[Variant]:
+    """Labels to variants: MODE (the flags' caps), reanchor once per --rules entry, reanchor-RULE,
+    MODE-auto (the cost budget picks shifted blocks and nodes), and MODE@N for each --tree-nodes N
+    (tree modes: the budget curve)."""
     out = []
     for mode in modes:
         if mode == "reanchor":
-            out += [Variant("reanchor" if r == "earliest" else f"reanchor-{r}", mode, r, max_shifted)
+            out += [_one(mode, r, max_shifted, max_trie_nodes, "reanchor" if r == "earliest" else f"reanchor-{r}")
                     for r in rules]
-        elif mode == "reanchor-auto":
-            out.append(Variant(mode, "reanchor", "earliest", "auto"))
+        elif mode in AUTO_MODES:
+            base = mode[: -len("-auto")]
+            out.append(Variant(mode, base, "fixed" if base == "shifted-fixed" else "earliest",
+                               None if base in UNSHIFTED_MODES else "auto", "auto"))
         elif mode in RULE_MODES:
-            out.append(Variant(mode, "reanchor", mode.split("-", 1)[1], max_shifted))
+            out.append(_one("reanchor", mode.split("-", 1)[1], max_shifted, max_trie_nodes, mode))
         else:
-            out.append(Variant(mode, mode, "fixed" if mode == "shifted-fixed" else "earliest",
-                               None if mode in ("ar", "dflash") else max_shifted))
+            out.append(_one(mode, "fixed" if mode == "shifted-fixed" else "earliest", max_shifted, max_trie_nodes))
+    for mode in [m for m in modes if m in TREE_MODES]:
+        out += [_one(mode, "earliest", max_shifted, n, f"{mode}@{n}") for n in tree_nodes]
     return out
 
 
@@ -68,9 +96,12 @@ def _safe(name: str) -> str:
 def plan(args) -> tuple[list[Variant], dict[str, list[dict]]]:
     """What to run: the variants (deduplicated by label) and the prompts of each set."""
     set_names = parse_csv(args.sets, SETS, "sets") if args.sets or not args.prompts else []
-    modes = parse_csv(args.modes, MODES + RULE_MODES, "modes")
+    modes = parse_csv(args.modes, ENGINE_MODES + AUTO_MODES + RULE_MODES, "modes")
     rules = parse_csv(args.rules, RULES, "rules") or ["earliest"]
-    todo = list({v.label: v for v in variants(modes, rules, parse_max_shifted(args.max_shifted))}.values())
+    accs = parse_csv(args.acceptance, ACCEPTANCE, "acceptance") or ["speculative"]
+    sweep = [to_int(x, "tree_nodes", lo=1) for x in (args.tree_nodes or "").split(",") if x.strip()]
+    todo = list({v.label: v for v in variants(modes, rules, parse_max_shifted(args.max_shifted),
+                                              parse_max_trie_nodes(args.max_trie_nodes), sweep, accs)}.values())
     if not todo:
         raise InputError("modes", "nothing to run")
     sets = {s: sample_prompts(load_set(s), args.n, args.seed) for s in set_names}
@@ -86,8 +117,8 @@ def decode_config(args, v: Variant, max_new: int):
     from ..decode import DecodeConfig
 
     return DecodeConfig(mode=v.mode, rule=v.rule, temperature=args.temperature, seed=args.seed,
-                        max_new_tokens=max_new, max_shifted=v.max_shifted,
-                        max_trie_nodes=None if v.mode in ("ar", "dflash") else args.max_trie_nodes,
+                        acceptance=v.acceptance, max_new_tokens=max_new, max_shifted=v.max_shifted,
+                        max_trie_nodes=v.max_trie_nodes,
                         ignore_eos=args.ignore_eos, block_size=args.block_size)
 
 
@@ -106,13 +137,18 @@ def run_prompt(eng, ids: list[int], todo: list[Variant], args, max_new: int, on_
     return traces
 
 
+def trace_path(out: Path, set_name: str, label: str, prompt_id: str) -> Path:
+    """Where one prompt's trace of one variant goes (the sweep's --resume looks here too)."""
+    return out / "traces" / set_name / label / f"{_safe(prompt_id)}.json"
+
+
 def save_traces(out: Path, set_name: str, prompt_id: str, traces: dict[str, dict]) -> None:
     from ..trace import save_trace
 
     for label, tr in traces.items():
-        d = out / "traces" / set_name / label
-        d.mkdir(parents=True, exist_ok=True)
-        save_trace(d / f"{_safe(prompt_id)}.json", tr)
+        path = trace_path(out, set_name, label, prompt_id)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        save_trace(path, tr)
 
 
 def prepare(eng, todo: list[Variant], sets: dict[str, list[dict]], args) -> None:
@@ -171,8 +207,6 @@ def _bar_name(d: str, engines: dict) -> str:
 def load_engines(args) -> dict:
     """One Engine per drafter of --drafters (default: --drafter), all over one target: {label: engine}, the
     label being a drafter folder's name (or the name given)."""
-    from dataclasses import replace
-
     from ..decode import Engine
     from ..models import load_drafter
 
@@ -202,19 +236,21 @@ def drafter_label(name: str) -> str:
     return Path(name).name if ("/" in name or Path(name).exists()) and Path(name).name else name
 
 
-def run_config(args, engines: dict, todo: list[Variant], load_s: float, interrupted: bool,
-               skipped: list[dict]) -> dict:
-    """The results' "config": the flags, what was loaded, the hardware, the date."""
-    config = {k: v for k, v in vars(args).items() if k != "func"}
-    eng = next(iter(engines.values()))
+def engine_info(eng, args) -> dict:
+    """What was loaded, on what hardware (results' config; a sweep's workers report it too)."""
     m = eng.models
-    config.update(target_name=m.target_name, drafter_name=m.drafter_name, device_used=str(m.device),
-                  dtype_used=str(m.dtype).replace("torch.", ""),
-                  drafters={d: e.models.drafter_name for d, e in engines.items()},
-                  block_size=args.block_size or eng.block_size, variants=[vars(v) for v in todo],
-                  per_set_sample=PER_SET, load_s=round(load_s, 2), interrupted=interrupted,
-                  skipped=skipped, hardware=_hardware(m.device), torch=_torch_version(),
-                  date=time.strftime("%Y-%m-%d %H:%M:%S %Z"))
+    return dict(target_name=m.target_name, drafter_name=m.drafter_name, device_used=str(m.device),
+                dtype_used=str(m.dtype).replace("torch.", ""), block_size=args.block_size or eng.block_size,
+                hardware=_hardware(m.device), torch=_torch_version())
+
+
+def run_config(args, info: dict, todo: list[Variant], load_s: float, interrupted: bool,
+               skipped: list[dict]) -> dict:
+    """The results' "config": the flags, what was loaded (engine_info), the hardware, the date."""
+    config = {k: v for k, v in vars(args).items() if k != "func"}
+    config.update(info)
+    config.update(variants=[vars(v) for v in todo], per_set_sample=PER_SET, load_s=round(load_s, 2),
+                  interrupted=interrupted, skipped=skipped, date=time.strftime("%Y-%m-%d %H:%M:%S %Z"))
     return config
 
 
@@ -225,13 +261,16 @@ def run_bench(args) -> dict:
     t_load = time.perf_counter()
     engines = load_engines(args)
     load_s = time.perf_counter() - t_load
+    first = next(iter(engines.values()))
     for eng in engines.values():
         prepare(eng, todo, sets, args)
     done, skipped, interrupted = run_sets(engines, todo, sets, args, Path(args.out))
-    results = aggregate(done, todo, args.temperature,
-                        run_config(args, engines, todo, load_s, interrupted, skipped))
-    if any(v.max_shifted == "auto" for v in todo):
-        results["cost"] = engine_profile(next(iter(engines.values()))).as_dict()
+    info = engine_info(first, args)
+    if len(engines) > 1:  # what each label of Table 3 is (a sweep runs one drafter)
+        info["drafter_names"] = {d: e.models.drafter_name for d, e in engines.items()}
+    results = aggregate(done, todo, args.temperature, run_config(args, info, todo, load_s, interrupted, skipped))
+    if any("auto" in (v.max_shifted, v.max_trie_nodes) for v in todo):
+        results["cost"] = engine_profile(first).as_dict()
     return results
 
 
@@ -252,28 +291,31 @@ def _torch_version() -> str:
 def aggregate(done: dict[str, list[tuple[str, dict[str, dict[str, dict]]]]], todo: list[Variant],
               temperature: float, config: dict) -> dict:
     """Per (set, drafter, variant): pooled tau over rounds, tokens/s over the summed wall time, ratios (speed
-    against the first drafter's `ar`, which drafts nothing). The paper's analyses: the first drafter's runs."""
+    against the first drafter's `ar`, which drafts nothing; tau and speed against the same drafter's DFlash
+    under the same acceptance rule). The paper's analyses: the first drafter's runs.
+    done[set]: [(prompt id, {drafter: {label: trace}})]."""
     runs, an = [], {}
     pooled: dict[str, list[dict]] = {}
     for set_name, items in done.items():
         if not items:
             continue
         drafters = list(items[0][1])
-        ar = items[0][1][drafters[0]].get("ar") and [t[drafters[0]]["ar"] for _, t in items]
+        first = items[0][1][drafters[0]]
+        ar = "ar" in first and [t[drafters[0]]["ar"] for _, t in items]
         an[set_name] = {}
-        for di, d in enumerate(drafters):
+        for d in drafters:
             row = {v.label: _run_row(set_name, v, [t[d][v.label] for _, t in items], temperature, ar)
                    for v in todo if v.label in items[0][1][d]}
             for r in row.values():
+                dfl = row.get("dflash" if r["acceptance"] == "speculative" else f"dflash-{r['acceptance']}")
                 r["drafter"] = d
-                r["tau_vs_dflash"] = _ratio(r["tau"], row.get("dflash", {}).get("tau"))
-                r["speed_vs_dflash"] = _ratio(r["tokens_per_s"], row.get("dflash", {}).get("tokens_per_s"))
-            if di == 0:
-                for v in todo:
-                    trs = [t[d][v.label] for _, t in items]
-                    pooled.setdefault(v.label, []).extend(trs)
-                    an[set_name][v.label] = A.summarize(trs)
+                r["tau_vs_dflash"] = _ratio(r["tau"], dfl and dfl["tau"])
+                r["speed_vs_dflash"] = _ratio(r["tokens_per_s"], dfl and dfl["tokens_per_s"])
             runs += row.values()
+        for v in todo:
+            trs = [t[drafters[0]][v.label] for _, t in items]
+            pooled.setdefault(v.label, []).extend(trs)
+            an[set_name][v.label] = A.summarize(trs)
     an["all"] = {label: A.summarize(trs) for label, trs in pooled.items()}
     return {"runs": runs, "analyses": an, "config": config}
 
@@ -287,6 +329,7 @@ def _run_row(set_name: str, v: Variant, trs: list[dict], temperature: float, ar:
         ar_wall = sum(t["stats"]["wall_s"] for t in ar)
         ar_tps = sum(t["stats"]["new_tokens"] for t in ar) / ar_wall if ar_wall > 0 else None
     return {"set": set_name, "mode": v.mode, "rule": v.rule, "label": v.label, "max_shifted": v.max_shifted,
+            "max_trie_nodes": v.max_trie_nodes, "acceptance": v.acceptance,
             "temperature": temperature, "n": len(trs), "tau": A.tau(trs), "rounds": sum(len(t["rounds"]) for t in trs),
             "new_tokens": new, "wall_s": wall, "tokens_per_s": tps, "speedup_vs_ar": _ratio(tps, ar_tps),
             "lossless": (sum(t["output_ids"] == a["output_ids"] for t, a in zip(trs, ar)) / len(trs))
@@ -306,11 +349,14 @@ def add_bench_args(subparsers) -> argparse.ArgumentParser:
                    help=f"comma list of {', '.join(SETS)} (default: all; none when --prompts is given)")
     p.add_argument("--prompts", default=None, help="extra JSONL set of {\"id\", \"prompt\"} lines")
     p.add_argument("--n", type=int, default=10, help=f"prompts per set (of {PER_SET} sampled with --seed)")
-    p.add_argument("--modes", default=",".join(MODES),
-                   help="comma list of " + ", ".join(MODES) + " (or reanchor-<rule>)")
+    p.add_argument("--modes", default=",".join(DEFAULT_MODES),
+                   help="comma list of " + ", ".join(ENGINE_MODES) + ", MODE-auto (the cost budget) or reanchor-<rule>")
     p.add_argument("--rules", default="earliest",
                    help="attachment rules for reanchor, comma list of " + ", ".join(RULES))
     p.add_argument("--temperature", type=float, default=0.0)
+    p.add_argument("--acceptance", default="speculative",
+                   help="acceptance rules at T>0, comma list of " + ", ".join(ACCEPTANCE)
+                   + " (match variants are labelled <mode>-match)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--max-new-tokens", type=int, default=128)
     add_model_args(p)
@@ -319,7 +365,11 @@ def add_bench_args(subparsers) -> argparse.ArgumentParser:
                         "one target; the report adds the paper's Table 3 (default: --drafter alone)")
     p.add_argument("--ignore-eos", action="store_true", help="always generate --max-new-tokens")
     p.add_argument("--max-shifted", default=None, help="shifted blocks per round: all (default), auto or K")
-    p.add_argument("--max-trie-nodes", type=int, default=None)
+    p.add_argument("--max-trie-nodes", default=None,
+                   help="verified nodes per round, anchor included: all (default; tree modes: "
+                        "32), auto or N (not for ar and dflash, the references)")
+    p.add_argument("--tree-nodes", default=None,
+                   help="comma list of node budgets N: each tree mode also runs as MODE@N (the budget curve)")
     p.add_argument("--block-size", type=int, default=None,
                    help="draft blocks of this size (default: the drafter's trained size)")
     p.add_argument("--traces", action="store_true", help="save every trace under DIR/traces")
@@ -329,11 +379,21 @@ def add_bench_args(subparsers) -> argparse.ArgumentParser:
 
 
 def main(args) -> int:
+    write_results(start_out(args), run_bench(args))
+    return 0
+
+
+def start_out(args) -> Path:
+    """Checks what plan() does not, then makes the output folder."""
     if args.n is not None and args.n < 1:
         raise InputError("n", f"must be at least 1, got {args.n}")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    results = run_bench(args)
+    return out
+
+
+def write_results(out: Path, results: dict) -> None:
+    """DIR/results.json (atomically) and, when a prompt finished, DIR/report.md and Figure 2."""
     tmp = out / "results.json.tmp"
     tmp.write_text(json.dumps(results, indent=1), encoding="utf-8")
     os.replace(tmp, out / "results.json")
@@ -342,5 +402,3 @@ def main(args) -> int:
         print(f"wrote {out / 'results.json'} and {out / 'report.md'}", file=sys.stderr)
     else:
         print(f"no prompt finished; wrote {out / 'results.json'}", file=sys.stderr)
-    return 0
-

@@ -4,7 +4,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from ..errors import InputError
-from ..options import MAX_NEW_TOKENS, MODES, RULES, parse_max_shifted, to_int
+from ..options import (ACCEPTANCE, MAX_NEW_TOKENS, MODES, RULES, UNSHIFTED_MODES, parse_max_shifted,
+                       parse_max_trie_nodes, to_int)
 
 
 @dataclass
@@ -15,8 +16,9 @@ class DecodeConfig:
     seed: int = 0
     max_new_tokens: int = 128
     max_shifted: int | str | None = None   # cap on shifted blocks per round; "auto": the cost budget
-    max_trie_nodes: int | None = None      # cap on verified nodes per round
+    max_trie_nodes: int | str | None = None  # verified nodes per round (anchor included); "auto": the budget
     argmax_drafts: bool = False            # at T>0 draft by argmax instead of sampling
+    acceptance: str = "speculative"        # at T>0: engine.options.ACCEPTANCE
     ignore_eos: bool = False               # run to max_new_tokens (fixed-length benchmarks)
     block_size: int | None = None          # default: the drafter's trained block size
 
@@ -28,6 +30,8 @@ def validate(cfg: DecodeConfig, drafter_block_size: int | None) -> DecodeConfig:
         raise InputError("mode", f"unknown mode {cfg.mode!r} (one of {', '.join(MODES)})")
     if cfg.rule not in RULES:
         raise InputError("rule", f"unknown rule {cfg.rule!r} (one of {', '.join(RULES)})")
+    if cfg.acceptance not in ACCEPTANCE:
+        raise InputError("acceptance", f"unknown acceptance {cfg.acceptance!r} (one of {', '.join(ACCEPTANCE)})")
     try:
         t = float(cfg.temperature)
     except (TypeError, ValueError):
@@ -39,7 +43,7 @@ def validate(cfg: DecodeConfig, drafter_block_size: int | None) -> DecodeConfig:
     if n > MAX_NEW_TOKENS:
         raise InputError("max_new_tokens", f"{n} is absurd (at most {MAX_NEW_TOKENS})")
     k = parse_max_shifted(cfg.max_shifted)
-    nodes = None if cfg.max_trie_nodes is None else to_int(cfg.max_trie_nodes, "max_trie_nodes", lo=1)
+    nodes = parse_max_trie_nodes(cfg.max_trie_nodes)
     B = cfg.block_size
     if cfg.mode != "ar":
         if drafter_block_size is None:
@@ -47,3 +51,10 @@ def validate(cfg: DecodeConfig, drafter_block_size: int | None) -> DecodeConfig:
         B = to_int(B if B is not None else drafter_block_size, "block_size", lo=2)
     return DecodeConfig(**{**asdict(cfg), "temperature": t, "seed": seed, "max_new_tokens": n,
                            "max_shifted": k, "max_trie_nodes": nodes, "block_size": B})
+
+
+def auto_fields(cfg: DecodeConfig) -> tuple[bool, bool]:
+    """(shifted blocks chosen by the cost budget, trie nodes chosen by it): "auto" where it means
+    something (shifted blocks only in modes that draft them; nodes in every speculative mode)."""
+    return (cfg.max_shifted == "auto" and cfg.mode not in UNSHIFTED_MODES,
+            cfg.max_trie_nodes == "auto" and cfg.mode != "ar")

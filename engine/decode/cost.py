@@ -18,11 +18,9 @@ node costs time, so the best number of shifted blocks depends on the hardware. T
        k*   = argmax_k E(k) / T(k),   n_nodes = B + 1.5 * k* * nodes_per_block (a cap for outliers)
 
 A drafter with a confidence head (DSpark) estimates, per drafted position, the probability that it is
-accepted given the positions before it were. Where a round record carries them, the budget takes its
-expected accepted lengths from them instead of the running means (`confidence_estimates`; lagged one
-round, as DSpark's scheduler does under overlap scheduling): acc0 = sum_j a_j with prefix survival
-a_j = prod_{i<=j} c_i, and gain[d] = a_t (1 - c_{t+1}) E_d for g(d) attached at site t (the chain reaches
-t, the baseline fails at t+1, g(d) carries on with E_d expected accepted drafts of its own).
+accepted given the positions before it were. It enters the one model through the per-node scores the
+node budget calibrates (`Calibration`): a node's score is then the log of the head's cumulative
+confidence (engine/tree.py `head_logq`) instead of the drafter's raw path probability log w.
 
 The engine drafts offsets d = 1..k (the nearest retained states first). Callers build the budget
 (`budget_for(engine, cfg)`) and hand it to `engine.run`; the engine never imports this module. Gains start from an
@@ -41,6 +39,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..analyses import baseline_accepted, round_gain
+from .config import auto_fields
 
 DRAFT_SIZES = (1, 2, 4, 8, 16)            # beyond: linear extrapolation (rarely needed on a CPU)
 VERIFY_SIZES = (1, 8, 16, 24, 32, 48, 64, 96, 128)
@@ -93,34 +92,6 @@ class Profile:
                    t["device"], time.perf_counter() - t0)
 
 
-def survival(conf: list[float]) -> list[float]:
-    """Prefix survival a_j = prod_{i<=j} c_i: the probability that drafts 1..j+1 are all accepted."""
-    out, a = [], 1.0
-    for c in conf:
-        a *= c
-        out.append(a)
-    return out
-
-
-def confidence_estimates(rnd: dict) -> tuple[float, dict[int, float]] | None:
-    """(expected accepted drafts of the baseline, {d: expected extra drafts of g(d)}) from a round's confidence
-    estimates (module docstring); None when the round has none."""
-    c0 = rnd.get("confidence")
-    if c0 is None:
-        return None
-    a0 = survival(c0)
-    gains = {}
-    for b in rnd.get("shifted", []):
-        t, c = b.get("chosen"), b.get("confidence")
-        if t is None or c is None:
-            gains[b["d"]] = 0.0
-            continue
-        reach = a0[t - 1] if t >= 1 else 1.0
-        fail = 1.0 - c0[t] if t < len(c0) else 1.0
-        gains[b["d"]] = reach * fail * sum(survival(c))
-    return sum(a0), gains
-
-
 @dataclass
 class Stats:
     """Running estimates from verified rounds (means with an optimistic prior for the gains)."""
@@ -133,16 +104,11 @@ class Stats:
     draft_scale: float = 1.0     # measured / profiled time, exponential moving averages
     verify_scale: float = 1.0
     overhead_ms: float = 0.0
-    confidence: tuple[float, dict[int, float]] | None = None   # the latest round's confidence_estimates
 
     def acc0(self) -> float:
-        if self.confidence is not None:
-            return self.confidence[0]
         return self.acc0_sum / self.rounds if self.rounds else 0.0
 
     def gain(self, d: int) -> float:
-        if self.confidence is not None and d in self.confidence[1]:
-            return self.confidence[1][d]
         return (self.gain_sum.get(d, 0.0) + PRIOR_GAIN * PRIOR_WEIGHT) / \
             (self.gain_n.get(d, 0) + PRIOR_WEIGHT)
 
@@ -151,7 +117,6 @@ class Stats:
 
     def observe(self, rnd: dict, profile: Profile, ema: float = 0.2) -> None:
         self.rounds += 1
-        self.confidence = confidence_estimates(rnd) or self.confidence
         self.acc0_sum += baseline_accepted(rnd)
         k = len(rnd["shifted"])
         credited, extra = round_gain(rnd)
@@ -187,16 +152,77 @@ def choose_budget(profile: Profile, stats: Stats, m_available: int) -> tuple[int
     return best_k, (None if best_k == 0 else math.ceil(B + NODE_MARGIN * best_k * npb))
 
 
+# log w bin edges for the calibration (w: the drafter's own probability of a node's path)
+CALIB_EDGES = (-0.1, -0.25, -0.5, -0.75, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0, -9.0)
+CALIB_PRIOR = 4.0          # pseudo-observations at the raw estimate w per bin
+
+
+class Calibration:
+    """P(the target accepts a node | its drafter score log w), learnt per run from verified rounds.
+
+    The drafter's path probability w is over-confident (its blocks repeat one token with high
+    probability). Each verified node is one observation: accepted (on the accepted chain) or not,
+    binned by log w. A bin's estimate is (accepted + CALIB_PRIOR * w) / (seen + CALIB_PRIOR), then made
+    non-increasing from the most to the least likely bin. For a drafter with a confidence head (DSpark) the
+    raw score is the log of its cumulative confidence (drafting.node_facts, tree.head_logq), calibrated alike."""
+
+    def __init__(self):
+        n = len(CALIB_EDGES) + 1
+        self.seen, self.hits = [0] * n, [0] * n
+
+    @staticmethod
+    def bin(score: float) -> int:
+        return sum(score < e for e in CALIB_EDGES)
+
+    def observe(self, scores: list[float], accepted: list[int]) -> None:
+        acc = set(accepted)
+        for i in range(1, len(scores)):
+            b = self.bin(scores[i])
+            self.seen[b] += 1
+            self.hits[b] += i in acc
+
+    def table(self) -> list[float]:
+        mids = [0.0] + [(a + b) / 2 for a, b in zip((0.0,) + CALIB_EDGES, CALIB_EDGES)] + [CALIB_EDGES[-1] - 1]
+        est = [(h + CALIB_PRIOR * math.exp(m)) / (n + CALIB_PRIOR) for h, n, m in zip(self.hits, self.seen, mids)]
+        return list(np.minimum.accumulate(est))
+
+    def estimates(self, scores: list[float]) -> list[float]:
+        t = self.table()
+        return [t[self.bin(x)] for x in scores]
+
+
+def choose_nodes(profile: Profile, stats: Stats, est: list[float], drafted: int) -> tuple[int, float, float]:
+    """How many of the candidate nodes (best first, with their acceptance estimates `est`) to verify,
+    after a draft call of `drafted` blocks: (n, expected tokens, expected ms) maximising
+
+        E(n) = 1 + sum_{i<n} est[i]        (expected accepted drafts + the bonus)
+        T(n) = c_d * draft(drafted) + c_v * verify(1 + n) + overhead
+
+    n = 0 verifies the anchor alone (a plain target step)."""
+    base = stats.draft_scale * profile.draft(drafted) + stats.overhead_ms
+    best = (0, 1.0, base + stats.verify_scale * profile.verify(1))
+    expect = 1.0
+    for n, e in enumerate(est, start=1):
+        expect += e
+        t = base + stats.verify_scale * profile.verify(1 + n)
+        if expect / t > best[1] / best[2]:
+            best = (n, expect, t)
+    return best
+
+
 class Budget:
-    """Per run: `pick(m_available) -> (k, n_nodes)` before drafting, `observe(round_record)` after.
+    """Per run, per round: `shifted(m_available)` picks k before drafting; `nodes(scores, drafted)` picks
+    how many of the drafted nodes (best first) to verify; `observe(round_record)` after verifying.
     Build one with `budget_for(engine, cfg)`: the hardware profile is measured once per engine."""
 
     def __init__(self, profile: Profile):
         self.prof = profile
         self.stats = Stats()
+        self.calib = Calibration()
         self.picks: list[tuple[int, int, int | None]] = []   # (m, k, n_nodes) per round
 
-    def pick(self, m_available: int) -> tuple[int, int | None]:
+    def shifted(self, m_available: int) -> tuple[int, int | None]:
+        """(k shifted blocks, a node cap for chain modes without a node budget of their own)."""
         if m_available and len(self.picks) % EXPLORE_EVERY == EXPLORE_EVERY - 1:
             k, n = m_available, None      # explore: keep every offset's estimate honest
         else:
@@ -204,8 +230,18 @@ class Budget:
         self.picks.append((m_available, k, n))
         return k, n
 
+
+    def nodes(self, scores: list[float], drafted: int) -> dict:
+        """The node budget for candidates with drafter scores `scores` (best first): {"nodes" (anchor
+        included), "expected_tokens", "expected_ms"}."""
+        n, e, t = choose_nodes(self.prof, self.stats, self.calib.estimates(scores), drafted)
+        return {"nodes": n + 1, "expected_tokens": round(e, 3), "expected_ms": round(t, 2)}
+
     def observe(self, round_record: dict) -> None:
         self.stats.observe(round_record, self.prof)
+        trie = round_record["trie"]
+        if "score" in trie:
+            self.calib.observe(trie["score"], round_record["accepted_nodes"])
 
 
 _PROFILES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
@@ -221,8 +257,6 @@ def engine_profile(engine, **kw) -> Profile:
 
 
 def budget_for(engine, cfg) -> Budget | None:
-    """A fresh per-run budget when `cfg` asks for one (max_shifted "auto" in a mode that drafts
-    shifted blocks), else None."""
-    if getattr(cfg, "max_shifted", None) != "auto" or getattr(cfg, "mode", "") in ("ar", "dflash"):
-        return None
-    return Budget(engine_profile(engine))
+    """A fresh per-run budget when `cfg` asks for one ("auto" shifted blocks in a mode that drafts
+    them, or "auto" trie nodes in any speculative mode), else None."""
+    return Budget(engine_profile(engine)) if any(auto_fields(cfg)) else None

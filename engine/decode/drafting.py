@@ -14,12 +14,15 @@ the backbone's own tokens (what it corrected).
 """
 from __future__ import annotations
 
+import math
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Callable, Protocol
 
 import torch
 
 from ..models.variants import Proposal, draw
+from ..tree import head_logq, path_scores
 
 
 @dataclass
@@ -41,7 +44,12 @@ class Drafts:
 
 class SequentialHead(Protocol):
     """What a drafter with its own token choice (a sequential correction head) provides
-    (engine/models/variants.py: Domino, DSpark)."""
+    (engine/models/variants.py: Domino, DSpark).
+
+    Speculative sampling (engine/sampling.py) trusts `probs` to be the law each token was drawn
+    from: rows drawn independently of one another, position j from probs[r, j] given the row's
+    tokens before j (so a sequential head returns the conditional it sampled from); None when the
+    tokens are chosen deterministically (point masses)."""
 
     block_offset: int   # 1: block slot k predicts position k (DFlash); 0: slot k predicts k+1 (shift-label)
 
@@ -56,11 +64,29 @@ def _dflash(drafter, hidden, head, T: float, gen, argmax: bool) -> Proposal:
     return Proposal(toks, logits, probs)
 
 
-def _dflash2(drafter, hidden, anchors, head, T: float, argmax: bool) -> Proposal:
+@contextmanager
+def _global_rng_from(gen: torch.Generator):
+    """The global RNG of `gen`'s device, seeded from `gen` for the block and restored after: the
+    draws of code that samples with the global RNG follow the run's seed, and nothing else's."""
+    dev = gen.device
+    rng = (torch.cuda.default_generators[dev.index if dev.index is not None else torch.cuda.current_device()]
+           if dev.type == "cuda" else torch.default_generator)
+    state = rng.get_state()
+    rng.manual_seed(int(torch.randint(2**62, (), generator=gen, device=dev)))
+    try:
+        yield
+    finally:
+        rng.set_state(state)
+
+
+def _dflash2(drafter, hidden, anchors, head, T: float, gen, argmax: bool) -> Proposal:
     """The package's selector: tokens chosen among each position's top-k given the previous token;
-    its q is over those k candidates (scattered back onto the vocabulary here)."""
+    its q (the law given that token) is over those k candidates, scattered back onto the vocabulary
+    here. It samples with the global RNG, seeded from the run's generator."""
     logits = drafter.compute_logits(hidden, head).float()
-    toks, candidates, q = drafter.candidate_selector.select(hidden, logits, anchors, 0.0 if argmax else T)
+    T = 0.0 if argmax else T
+    with _global_rng_from(gen) if T > 0 else nullcontext():
+        toks, candidates, q = drafter.candidate_selector.select(hidden, logits, anchors, T)
     probs = None
     if q is not None:
         probs = torch.zeros_like(logits).scatter_(-1, candidates, q.float())
@@ -73,7 +99,7 @@ def propose(drafter, hidden: torch.Tensor, anchors: torch.Tensor, head: Callable
     if hasattr(drafter, "propose_blocks"):
         return drafter.propose_blocks(hidden, anchors, head, T, gen, argmax)
     if hasattr(drafter, "candidate_selector"):
-        return _dflash2(drafter, hidden, anchors, head, T, argmax)
+        return _dflash2(drafter, hidden, anchors, head, T, gen, argmax)
     return _dflash(drafter, hidden, head, T, gen, argmax)
 
 
@@ -81,3 +107,52 @@ def block_offset(drafter) -> int:
     """1 when the drafter's block slot k predicts position k (DFlash: the anchor's slot drafts nothing),
     0 when slot k predicts position k+1 (shift-label variants): a block of n inputs drafts n - offset."""
     return int(getattr(drafter, "block_offset", 1))
+
+
+def ranked(drafts: Drafts, k: int) -> list[list[list[tuple[int, float]]]]:
+    """Per row and position, the drafter's k best (token, log-probability at temperature 1), the
+    drafted token first (a selector or a sequential head may not draft its logits' argmax). A
+    sequential head's logits are its corrected ones, given the row's drafted tokens before."""
+    lp = torch.log_softmax(drafts.logits.float(), -1)
+    k = min(k, lp.shape[-1])
+    top_lp, top_ids = lp.topk(k, -1)
+    drafted = torch.tensor([row[1:] for row in drafts.tokens], device=lp.device)
+    own = lp.gather(-1, drafted[..., None])[..., 0]
+    out = []
+    for r, (ids_r, lps_r, d_r, own_r) in enumerate(zip(top_ids.tolist(), top_lp.tolist(), drafted.tolist(),
+                                                       own.tolist())):
+        out.append([[(d, o)] + [(t, x) for t, x in zip(ids, lps) if t != d][: k - 1]
+                    for ids, lps, d, o in zip(ids_r, lps_r, d_r, own_r)])
+    return out
+
+
+def confidences(drafts: Drafts | None) -> list[list[float]] | None:
+    """Per row and drafted position, a confidence head's acceptance estimate (None: no head)."""
+    return None if drafts is None or drafts.confidence is None else drafts.confidence.float().tolist()
+
+
+def node_facts(drafts: Drafts, trie, paths, offsets: list[int]) -> dict[str, list]:
+    """Per trie node of a chain-mode round: the block that proposed it (its first path's source: 0 or
+    d), its rank and probability in that block's distribution (temperature 1), and its score: log w
+    (the sum of log-probabilities from the anchor), or for a drafter with a confidence head the sum
+    of log c (the head's estimate that the path survives: every chain node is its row's drafted token).
+    The anchor gets block 0, rank 0, probability 1."""
+    row_of = {0: 0, **{d: i for i, d in enumerate(offsets, start=1)}}
+    block, rows, pos = [0], [], []
+    for n in range(1, len(trie)):
+        p = paths[min(trie.provenance[n])]
+        block.append(p.source)
+        rows.append(row_of[p.source])
+        pos.append(trie.depths[n] - (p.site or 0) - 1)
+    if not rows:
+        return {"block": block, "rank": [0], "prob": [1.0], "score": [0.0]}
+    logits = drafts.logits[torch.tensor(rows), torch.tensor(pos)].float()       # [nodes, V]
+    tok = torch.tensor(trie.tokens[1:], device=logits.device)
+    own = logits.gather(-1, tok[:, None])[:, 0]
+    lq = (own - torch.logsumexp(logits, -1)).tolist()
+    rank = (logits > own[:, None]).sum(-1).tolist()
+    conf = confidences(drafts)
+    est = lq if conf is None else [head_logq(0.0, 0.0, conf[r][j], True) for r, j in zip(rows, pos)]
+    scores = path_scores(trie.parents, [0.0] + est)
+    return {"block": block, "rank": [0] + rank, "prob": [1.0] + [round(math.exp(x), 6) for x in lq],
+            "score": [round(x, 4) for x in scores]}

@@ -11,9 +11,10 @@ import torch
 from ..errors import InputError
 from ..models import Models, chat_ids, stop_token_ids
 from ..trie import Trie, build_trie
-from .config import DecodeConfig, validate
+from .config import DecodeConfig, auto_fields, validate
 from .drafting import Drafts, block_offset, propose
 from .kv import ContextKV
+from .laws import target_law
 from .run import Run
 
 
@@ -67,12 +68,13 @@ class Engine:
     # -- runs -----------------------------------------------------------------------------------
     def run(self, prompt_ids: list[int], cfg: DecodeConfig | None = None, budget=None):
         """A Run over the prompt: iterate it for round records. `budget` (engine.decode.cost.Budget,
-        fresh per run) is needed when cfg.max_shifted == "auto"."""
+        fresh per run: budget_for(engine, cfg)) is needed when cfg asks for "auto" shifted blocks or nodes."""
         cfg = validate(cfg or DecodeConfig(), self.block_size)
         if not prompt_ids:
             raise InputError("prompt", "is empty")
-        if cfg.max_shifted == "auto" and budget is None and cfg.mode not in ("ar", "dflash"):
-            raise InputError("max_shifted", "'auto' needs a budget: engine.decode.cost.budget_for(engine, cfg)")
+        if budget is None and any(auto_fields(cfg)):
+            raise InputError("max_shifted" if auto_fields(cfg)[0] else "max_trie_nodes",
+                             "'auto' needs a budget: engine.decode.cost.budget_for(engine, cfg)")
         limit = getattr(self.models.target.config, "max_position_embeddings", None)
         if limit:
             if len(prompt_ids) >= limit:
@@ -186,8 +188,7 @@ class Engine:
         """The target's token: argmax at T=0, else one sample at temperature T."""
         if T == 0:
             return int(logits.argmax())
-        probs = torch.softmax(logits.float() / T, -1)
-        return int(torch.multinomial(probs, 1, generator=gen))
+        return int(torch.multinomial(target_law(logits, T), 1, generator=gen))
 
     # -- profiling hook (the cost budget's hardware profile) ---------------------------------------
     @torch.inference_mode()

@@ -4,8 +4,10 @@
              at s+d..s+d+L-1 for every retained offset d: one batched drafter call
     attach   g(d) joins g(0) where g(0)[t] == g(d)[0]: path g(0)[..t] ++ g(d)[1..] (attach.py)
     verify   all trie nodes in one target call, node at depth k at position s+k (tree mask)
-    accept   walk from the root along the child carrying the target's token y (trie.accept);
-             a = accepted drafts, the last y is the bonus and the next anchor, s' = s+a+1
+    accept   T = 0: walk from the root along the child carrying the target's argmax y (trie.accept);
+             T > 0: speculative sampling against each draft's law q (engine/sampling.py), or
+             sample-and-match (trie.accept with target samples) when asked for;
+             a = accepted drafts, the last token is the bonus and the next anchor, s' = s+a+1
     retain   the first path through the accepted chain: its nodes past the chain keep their
              features R' and the target's token after each, a'_d, for the next round's g(d)
 
@@ -20,11 +22,20 @@ from typing import TYPE_CHECKING
 import torch
 
 from ..attach import proposal
+from ..options import DEFAULT_TREE_NODES, TREE_MODES, UNSHIFTED_MODES
+from ..sampling import speculative_accept
 from ..trace import round_record
+from ..tree import best_nodes, prune, tree_proposal
 from ..trie import accept, retained_path
+from .drafting import confidences, node_facts, ranked
 from .kv import ContextKV
+from .laws import TorchLaws, target_law
+
+TOP_K = 32            # ranked candidates per position for trees: a rank-r node needs r siblings before it
+AUTO_MAX_NODES = 96   # the tree the budget chooses from (the profile measures verify calls up to 128)
 
 if TYPE_CHECKING:
+    from .drafting import Drafts
     from .engine import Engine
 
 
@@ -58,6 +69,9 @@ class RoundConfig:
     max_shifted: int | None
     max_trie_nodes: int | None
     budget: object = None         # engine.decode.cost.Budget or None: picks (k, nodes) per round
+    acceptance: str = "speculative"   # at T > 0 (engine.options.ACCEPTANCE)
+    auto_shifted: bool = False    # the budget picks the shifted blocks drafted
+    auto_nodes: bool = False      # the budget picks the nodes verified
 
 
 def start(eng: Engine, prompt_ids: list[int], rc: RoundConfig, seed: int) -> tuple[int, State]:
@@ -75,11 +89,14 @@ def decode_round(eng: Engine, st: State, rc: RoundConfig, index: int) -> tuple[d
     t0 = eng.sync_time()
     s = len(st.x) - 1
     L = min(rc.block_size, rc.max_len - s)             # the last blocks shrink to max_new_tokens
-    offsets = list(range(1, len(st.a_d) + 1)) if rc.mode != "dflash" and L >= 2 else []
-    k_cap, node_cap = rc.budget.pick(len(offsets)) if rc.budget else (rc.max_shifted, rc.max_trie_nodes)
+    offsets = list(range(1, len(st.a_d) + 1)) if rc.mode not in UNSHIFTED_MODES and L >= 2 else []
+    m, k_cap, node_cap = len(offsets), rc.max_shifted, rc.max_trie_nodes
+    if rc.auto_shifted:  # how many shifted blocks pay, from the run's estimates so far
+        k_cap, chain_cap = rc.budget.shifted(m)
+        node_cap = node_cap or (None if rc.auto_nodes else chain_cap)
     offsets = offsets[:k_cap] if isinstance(k_cap, int) else offsets
 
-    draft_ms = 0.0
+    draft_ms, drafts = 0.0, None
     if L >= 2:  # 1. draft: the baseline and every g(d) in one call
         anchors = [st.x[s]] + [st.a_d[d - 1] for d in offsets]
         drafts = eng.draft(st.ctx, st.ctx_new, st.R[: len(offsets)], anchors, s, L, rc.temperature,
@@ -87,9 +104,14 @@ def decode_round(eng: Engine, st: State, rc: RoundConfig, index: int) -> tuple[d
         draft_ms = (eng.sync_time() - t0) * 1e3
         baseline, shifted = drafts.tokens[0], dict(zip(offsets, drafts.tokens[1:]))
     else:
-        baseline, shifted, drafts = [st.x[s]], {}, None
-    # 2. attach and merge; never verify past max_new_tokens: depth k predicts position s+k+1
-    paths, info, trie = proposal(baseline, shifted, rc.mode, rc.rule, st.rng, rc.max_len - s - 1, node_cap)
+        baseline, shifted = [st.x[s]], {}
+    # 2. attach and merge, or grow one tree; never verify past max_new_tokens: depth k predicts s+k+1
+    paths, info, trie, facts = assemble_round(rc, baseline, shifted, drafts, offsets, st.rng,
+                                              rc.max_len - s - 1, node_cap)
+    chosen = {"available": m, "shifted": len(offsets)} if rc.budget else None
+    if rc.auto_nodes:  # verify the nodes that pay: best first, by calibrated score
+        trie, facts, why = fit_nodes(rc.budget, paths, trie, facts, 1 + len(offsets))
+        chosen.update(why)
 
     tv = eng.sync_time()  # 3. verify every node in one target call
     logits, feats = eng.verify(trie, s, st.cache)
@@ -102,16 +124,57 @@ def decode_round(eng: Engine, st: State, rc: RoundConfig, index: int) -> tuple[d
             sampled[node] = top1[node] if rc.temperature == 0 else eng.pick(logits[node], rc.temperature, st.gen)
         return sampled[node]
 
-    chain, bonus = accept(trie, target_token)  # 4. accept, keep only the accepted nodes' K/V
-    eng.compact(st.cache, s, chain)
+    # 4. accept. Trees from the ranking are deterministic given the round (point masses: for them
+    # speculative sampling is sample-and-match), so only sampled chain drafts use their laws.
+    if rc.temperature > 0 and rc.acceptance == "speculative" and rc.mode not in TREE_MODES:
+        chain, bonus = speculative(paths, trie, logits, drafts, [0] + offsets, rc.temperature, st.gen)
+    else:
+        chain, bonus = accept(trie, target_token)
+    eng.compact(st.cache, s, chain)  # keep only the accepted nodes' K/V
     new, done = commit([trie.tokens[n] for n in chain[1:]] + [bonus], rc, len(st.x))
 
     # 5. retain: the first path through the accepted chain, its nodes past the chain
     rest = trie.path_nodes[retained_path(trie, chain)][len(chain):]
     a_d = [target_token(n) for n in rest]
     rec = round_record(index, s, L, baseline, shifted, info, paths, trie, chain, bonus, new, top1,
-                       len(rest), draft_ms, verify_ms, (eng.sync_time() - t0) * 1e3, head_notes(drafts, offsets))
+                       len(rest), draft_ms, verify_ms, (eng.sync_time() - t0) * 1e3, facts, chosen,
+                       drafts.q() if drafts is not None else None, head_notes(drafts, offsets))
     return rec, replace(st, x=st.x + new, ctx_new=feats[chain], R=feats[rest], a_d=a_d, done=done)
+
+
+def assemble_round(rc: RoundConfig, baseline: list[int], shifted: dict[int, list[int]], drafts, offsets, rng,
+                   depth_cap: int, node_cap: int | None):
+    """(paths, sites per offset, trie, per-node drafter facts or None): the chain modes attach whole
+    blocks (attach.proposal); the tree modes grow the best nodes from the drafter's ranking (tree.py),
+    as many as `node_cap`, or AUTO_MAX_NODES for the budget to choose from."""
+    if drafts is None:
+        return (*proposal(baseline, shifted, rc.mode, rc.rule, rng, depth_cap, node_cap), None)
+    if rc.mode in TREE_MODES:
+        nodes = AUTO_MAX_NODES if rc.auto_nodes else node_cap or DEFAULT_TREE_NODES
+        return tree_proposal(baseline, shifted, ranked(drafts, min(nodes, TOP_K)), rc.mode, rc.rule, rng,
+                             depth_cap, nodes, confidences(drafts))
+    paths, info, trie = proposal(baseline, shifted, rc.mode, rc.rule, rng, depth_cap, node_cap)
+    return paths, info, trie, node_facts(drafts, trie, paths, offsets)
+
+
+def fit_nodes(budget, paths, trie, facts, drafted: int):
+    """The trie cut to the nodes the budget finds worth verifying (best drafter score first)."""
+    order = best_nodes(facts["score"], len(trie) - 1)
+    why = budget.nodes([facts["score"][i] for i in order[1:]], drafted)
+    trie, facts = prune(paths, trie, facts, set(order[:why["nodes"]]))
+    trie.whole = [False] * len(paths)  # the cut depends on the drafted tokens: point masses at T > 0
+    return trie, facts, why
+
+
+def speculative(paths: list, trie, logits: torch.Tensor, drafts: Drafts | None, sources: list[int],
+                T: float, gen: torch.Generator) -> tuple[list[int], int]:
+    """Speculative sampling with p = the target's law at T at each node and q = the law each draft
+    was drawn from (row r of the drafter call drafted g(sources[r]); no law: a point mass)."""
+    row = {d: r for r, d in enumerate(sources)}
+    probs = drafts.probs if drafts is not None else None
+    law_of = (lambda d, j: probs[row[d], j - 1]) if probs is not None else (lambda d, j: None)
+    return speculative_accept(trie, [p.source for p in paths], [p.draws for p in paths],
+                              lambda node: target_law(logits[node], T), law_of, TorchLaws(gen))
 
 
 def head_notes(drafts, offsets: list[int]) -> dict:

@@ -5,8 +5,9 @@ import threading
 
 import torch
 
+from ..options import TREE_MODES
 from ..trace import make_trace, run_stats
-from .config import DecodeConfig
+from .config import DecodeConfig, auto_fields
 from .round import RoundConfig, decode_round, start
 
 
@@ -19,13 +20,15 @@ class Run:
         self.output_ids: list[int] = []
         self.result: dict | None = None
         speculative = cfg.mode != "ar"
+        auto_k, auto_n = auto_fields(cfg)
         self.round_config = RoundConfig(
-            mode=cfg.mode, rule=cfg.rule, temperature=cfg.temperature, argmax_drafts=cfg.argmax_drafts,
+            mode=cfg.mode, rule=cfg.rule, temperature=cfg.temperature, acceptance=cfg.acceptance,
+            argmax_drafts=cfg.argmax_drafts or cfg.mode in TREE_MODES,  # trees are built from the ranking
             block_size=cfg.block_size if speculative else 1, max_len=len(prompt_ids) + cfg.max_new_tokens,
             stops=frozenset() if cfg.ignore_eos else frozenset(engine.stop_ids),
-            max_shifted=cfg.max_shifted if cfg.max_shifted != "auto" else None,
-            max_trie_nodes=cfg.max_trie_nodes,
-            budget=budget if cfg.max_shifted == "auto" and cfg.mode not in ("ar", "dflash") else None)
+            max_shifted=None if cfg.max_shifted == "auto" else cfg.max_shifted,
+            max_trie_nodes=None if cfg.max_trie_nodes == "auto" else cfg.max_trie_nodes,
+            budget=budget if auto_k or auto_n else None, auto_shifted=auto_k, auto_nodes=auto_n)
         self._stop = threading.Event()
         self._gen = self._loop()
 

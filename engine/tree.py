@@ -1,0 +1,212 @@
+"""Draft trees from the drafter's own ranking (DDTree) and ReAnchor's shifted blocks grown into the same
+tree. Pure Python over ranked lists; no model.
+
+A source is one drafted block: the baseline g(0) (its position j sits at depth j), or a shifted block g(d)
+attached at baseline site t (its position i sits at depth t+i, under the baseline prefix g(0)[0..t]). For
+every position a source gives the drafter's top-k tokens with their log-probabilities, best first.
+
+A tree node is a token path from the anchor. Its score is the sum of the drafter's log-probabilities along
+the path, log w = sum_i log q_i(y_i): the drafter's own estimate that the target follows the path, so the
+expected accepted length of a tree is sum over its nodes of w (DDTree's surrogate). A shifted block's nodes
+score from the baseline prefix it hangs under: log w(g(0)[..t]) + sum of g(d)'s own log-probabilities.
+A drafter with a confidence head (DSpark) has a better estimate: c_j, P(its drafted token at j is accepted
+| the ones before were). Nodes then score sum of log e along the path (`head_logq`): e = c_j for the drafted
+token, e = (1 - c_j) q / (1 - q_drafted) for another (the drafter's law over the tokens it did not draft).
+The tree still grows by log w (the drafter's ranking); the score is what the budget calibrates and cuts by.
+
+Best-first selection: a heap of candidates (score, source, position, rank, parent). Popping the best adds
+its node and pushes two candidates: the next sibling (same source, position and parent; rank + 1) and the
+first child (same source, next position, rank 0, under the new node). Scores never grow along a path or
+down a ranked list, so a node's parent is always popped first and the first N pops are the N best prefixes.
+Two sources proposing the same token under the same node meet in one node; the later pop adds no node
+(it costs no budget) but still pushes its own candidates, so both sources' continuations compete below.
+"""
+from __future__ import annotations
+
+import heapq
+import math
+import random
+from dataclasses import dataclass, field
+
+from .attach import Path, assemble
+from .trie import Trie, build_trie
+
+
+@dataclass
+class Source:
+    """One drafted block's ranked candidates: top[j] = [(token, log q), ...] best first, for the block's
+    positions 1.. (top[0] is position 1). `site`: the baseline depth it hangs under (0 for the baseline)."""
+    d: int                                  # 0 = baseline, d = shifted block g(d)
+    site: int
+    top: list[list[tuple[int, float]]]
+    prefix_score: float = 0.0               # log w of the baseline prefix g(0)[..site]
+    conf: list[float] | None = None         # a confidence head's c_j per position (top[j][0] is the drafted token)
+
+
+@dataclass
+class Tree:
+    """Nodes in the order they were added (node 0 is the anchor); parents precede children. A node's
+    source is an index into the sources it was built from (the one that first proposed it)."""
+    tokens: list[int]
+    parents: list[int]
+    depths: list[int]
+    scores: list[float]                     # log w (the anchor: 0)
+    sources: list[int]                      # index of the source that first proposed the node
+    ranks: list[int]                        # its rank there (anchor: 0)
+    logq: list[float]                       # its log-probability there (anchor: 0)
+    also: list[list[int]] = field(default_factory=list)  # other sources that proposed the same node
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    def path(self, node: int) -> list[int]:
+        """Node ids from the anchor to `node`."""
+        out = [node]
+        while self.parents[out[-1]] >= 0:
+            out.append(self.parents[out[-1]])
+        return out[::-1]
+
+
+def best_first(anchor: int, sources: list[Source], budget: int, max_depth: int) -> Tree:
+    """The `budget` best nodes (the anchor not counted) from every source, by log w, depth <= max_depth.
+
+    sources[0] is the baseline. A shifted source enters the heap once the node it hangs under (the
+    baseline's rank-0 prefix to its site) is in the tree."""
+    tree = Tree([anchor], [-1], [0], [0.0], [0], [0], [0.0], [[]])
+    kids: dict[tuple[int, int], int] = {}
+    heap: list[tuple] = []
+    waiting: dict[int, list[int]] = {}           # site depth -> shifted sources hanging there
+    chain = {0: 0}                               # depth -> node of g(0)'s rank-0 prefix
+
+    def push(i: int, pos: int, rank: int, parent: int, base: float) -> None:
+        src = sources[i]
+        depth = src.site + pos + 1
+        if pos < len(src.top) and rank < len(src.top[pos]) and depth <= max_depth:
+            # best score first; ties: baseline before shifted, shallow first, then rank (deterministic)
+            heapq.heappush(heap, (-(base + src.top[pos][rank][1]), i, depth, rank, parent, pos, base))
+
+    for i, src in enumerate(sources[1:], start=1):
+        waiting.setdefault(src.site, []).append(i)
+    push(0, 0, 0, 0, 0.0)
+    for i in waiting.pop(0, []):                 # shifted blocks attached at the anchor itself
+        push(i, 0, 0, 0, 0.0)
+    added = 0
+    while heap and added < budget:
+        _, i, depth, rank, parent, pos, base = heapq.heappop(heap)
+        tok, lq = sources[i].top[pos][rank]
+        node = kids.get((parent, tok))
+        if node is None:
+            node = kids[(parent, tok)] = len(tree.tokens)
+            for lst, v in ((tree.tokens, tok), (tree.parents, parent), (tree.depths, depth),
+                           (tree.scores, base + lq), (tree.sources, i), (tree.ranks, rank), (tree.logq, lq),
+                           (tree.also, [])):
+                lst.append(v)
+            added += 1
+            if i == 0 and rank == 0 and chain.get(depth - 1) == parent:
+                chain[depth] = node
+                for j in waiting.pop(depth, []):
+                    push(j, 0, 0, node, tree.scores[node])
+        elif i != tree.sources[node] and i not in tree.also[node]:
+            tree.also[node].append(i)
+        push(i, pos, rank + 1, parent, base)     # next sibling
+        push(i, pos + 1, 0, node, base + lq)     # first child
+    return tree
+
+
+def leaf_order(tree: Tree) -> list[int]:
+    """Leaves depth first, children by descending score: the first path through any node follows its
+    best-scoring continuation (the path a round retains past the accepted chain)."""
+    children: dict[int, list[int]] = {}
+    for i in range(1, len(tree)):
+        children.setdefault(tree.parents[i], []).append(i)
+    out, stack = [], [0]
+    while stack:
+        n = stack.pop()
+        kids = sorted(children.get(n, []), key=lambda c: -tree.scores[c])
+        if not kids:
+            out.append(n)
+        stack.extend(reversed(kids))
+    return out
+
+
+def tree_proposal(baseline: list[int], shifted: dict[int, list[int]], ranked: list[list[list[tuple[int, float]]]],
+                  mode: str, rule: str, rng: random.Random, depth_cap: int, nodes: int,
+                  confidence: list[list[float]] | None = None) -> tuple[list[Path], dict[int, dict], Trie, dict[str, list]]:
+    """One round's tree: (paths, per-offset sites, trie, per-node drafter facts).
+
+    ranked[0] is the baseline's ranking, ranked[r] that of the r-th shifted block (offsets ascending).
+    ddtree grows the baseline alone; reanchor-tree also hangs every shifted block the rule attaches
+    (attach.assemble) under its site. `nodes` caps the trie, the anchor included. The per-node facts,
+    aligned with the trie: the block that proposed the node ("block": 0 or d), its rank and drafter
+    probability there, and its score: log w, or with `confidence` (per row and position, a confidence
+    head's c_j) the log of the head's survival estimate (module docstring)."""
+    info: dict[int, dict] = {}
+    conf = confidence or [None] * len(ranked)
+    sources = [Source(0, 0, ranked[0], conf=conf[0])]
+    if mode == "reanchor-tree":
+        _, info = assemble(baseline, shifted, "reanchor", rule, rng)
+        for row, d in enumerate(sorted(shifted), start=1):
+            sources += [Source(d, t, ranked[row], conf=conf[row]) for t in info[d]["attached"]]
+    tree = best_first(baseline[0], sources, max(nodes - 1, 0), depth_cap)
+    paths, ends = [], []
+    for leaf in leaf_order(tree):
+        src = sources[tree.sources[leaf]]
+        paths.append(Path(src.d, src.site if src.d else None, [tree.tokens[n] for n in tree.path(leaf)]))
+        ends.append(leaf)
+    trie = build_trie([p.tokens for p in paths])
+    of = [0] * len(trie)                           # trie node -> tree node
+    for leaf, trie_nodes in zip(ends, trie.path_nodes):
+        for a, b in zip(tree.path(leaf), trie_nodes):
+            of[b] = a
+    facts = {"block": [sources[tree.sources[n]].d for n in of], "rank": [tree.ranks[n] for n in of],
+             "prob": [round(math.exp(tree.logq[n]), 6) for n in of],
+             "score": [round(x, 4) for x in path_scores(trie.parents, [node_logq(tree, sources, n) for n in of])]}
+    return paths, info, trie, facts
+
+
+def node_logq(tree: Tree, sources: list[Source], n: int) -> float:
+    """A tree node's own log acceptance estimate: log q, or from its source's confidence head."""
+    src = sources[tree.sources[n]]
+    if n == 0 or src.conf is None:
+        return tree.logq[n] if n else 0.0
+    pos = tree.depths[n] - src.site - 1
+    return head_logq(tree.logq[n], src.top[pos][0][1], src.conf[pos], tree.ranks[n] == 0)
+
+
+HEAD_FLOOR = 1e-9   # a confidence of exactly 0 or 1 must not make a log infinite
+
+
+def head_logq(lq: float, lq_drafted: float, c: float, drafted: bool) -> float:
+    """log e for a node whose drafter law gives it log q = `lq` at a position where the head's confidence
+    in the drafted token (log q = `lq_drafted`) is c: e = c for that token, else (1 - c) q / (1 - q_drafted)."""
+    if drafted:
+        return math.log(max(c, HEAD_FLOOR))
+    share = min(math.exp(lq) / max(1.0 - math.exp(lq_drafted), HEAD_FLOOR), 1.0)
+    return math.log(max((1.0 - c) * share, HEAD_FLOOR))
+
+
+def path_scores(parents: list[int], logq: list[float]) -> list[float]:
+    """log w of every node: its log-probability plus its parent's (parents precede children)."""
+    out = [0.0] * len(parents)
+    for i in range(1, len(parents)):
+        out[i] = out[parents[i]] + logq[i]
+    return out
+
+
+def best_nodes(scores: list[float], n: int) -> list[int]:
+    """The anchor and the n best nodes by log w, best first. Scores never grow along a path and ties go to
+    the lower node id (parents come first), so every prefix of this order is a tree."""
+    return [0] + sorted(range(1, len(scores)), key=lambda i: (-scores[i], i))[:n]
+
+
+def prune(paths: list[Path], trie: Trie, facts: dict[str, list], keep: set[int]) -> tuple[Trie, dict[str, list]]:
+    """The trie cut to the nodes in `keep` (a tree: every kept node's parent is kept) and its per-node
+    facts, re-aligned. Each path stops at its first dropped node; `paths` themselves stay whole, as
+    build_trie's max_nodes leaves them."""
+    cut = [p.tokens[: next((j for j, n in enumerate(nodes) if n not in keep), len(nodes))]
+           for p, nodes in zip(paths, trie.path_nodes)]
+    new = build_trie(cut)
+    old_of = {}
+    for nodes_old, nodes_new in zip(trie.path_nodes, new.path_nodes):
+        old_of.update(zip(nodes_new, nodes_old))
+    return new, {k: [v[old_of[i]] for i in range(len(new))] for k, v in facts.items()}

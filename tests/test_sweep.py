@@ -1,0 +1,291 @@
+"""The bench as a Ray sweep (engine/bench/sweep.py) on one local Ray cluster for the module (2 CPU slots,
+loopback only, no dashboard, usage stats off), tiny random models: the same results and traces as the
+single-process bench, a worker killed mid-job, a job failing three times, --resume after Ctrl-C, and
+the errors (no cluster, no models). Workers are real processes, killed with SIGKILL."""
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from engine.__main__ import main as cli
+
+ROOT = Path(__file__).resolve().parent.parent
+PROMPTS = [{"id": "p/1", "prompt": "abc dea, fig?"}, {"id": "p2", "prompt": "jig a bad cafe."},
+           {"id": "p3", "prompt": "a bag, a cab."}, {"id": "p4", "prompt": "dig deep, jab."}]
+LABELS = ["ar", "dflash", "reanchor", "reanchor-all"]
+TIMING = {"wall_s", "tokens_per_s", "speedup_vs_ar", "speed_vs_dflash", "draft_ms", "verify_ms", "round_ms",
+          "load_s", "date", "hardware", "torch"}   # times, and the machine (unknown when all was resumed)
+SWEEP_ONLY = {"ray", "workers", "resume", "out", "failed", "sweep"}   # config keys a sweep adds or sets
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    from tiny import save_tiny_bench
+
+    tmp = tmp_path_factory.mktemp("sweep")
+    target, drafter, prompts = save_tiny_bench(tmp, PROMPTS)
+    return tmp, ["--prompts", str(prompts), "--target", str(target), "--drafter", str(drafter),
+                 "--max-new-tokens", "16", "--modes", "ar,dflash,reanchor", "--rules", "earliest,all"]
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    from engine.bench.sweep import connect
+
+    ray = connect("local", num_cpus=2)
+    assert ray.nodes()[0]["NodeManagerAddress"] == "127.0.0.1"   # loopback only
+    yield ray
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def reference(tiny):
+    """The single-process bench on the same prompts."""
+    tmp, args = tiny
+    assert cli(["bench", *args, "--traces", "--out", str(tmp / "single")]) == 0
+    return tmp / "single"
+
+
+def sweep(tiny, out: str, *extra: str) -> tuple[int, Path]:
+    tmp, args = tiny
+    return cli(["bench", *args, "--ray", "local", "--out", str(tmp / out), *extra]), tmp / out
+
+
+def results(out: Path) -> dict:
+    return json.loads((out / "results.json").read_text())
+
+
+def untimed(x):
+    if isinstance(x, dict):
+        return {k: untimed(v) for k, v in x.items() if k not in TIMING}
+    return [untimed(v) for v in x] if isinstance(x, list) else x
+
+
+def traces(out: Path) -> dict[str, dict]:
+    return {str(p.relative_to(out)): untimed(json.loads(p.read_text()))
+            for p in sorted((out / "traces").rglob("*.json"))}
+
+
+def assert_same_as(reference: Path, out: Path, ids=None) -> None:
+    """Every token of every trace and every results.json field but timings, as the single-process run."""
+    want, got = results(reference), results(out)
+    ref = traces(reference)
+    if ids is not None:
+        ref = {k: v for k, v in ref.items() if Path(k).stem in ids}
+    assert traces(out) == ref
+    if ids is None:
+        assert untimed(got["runs"]) == untimed(want["runs"])
+        assert untimed(got["analyses"]) == untimed(want["analyses"])
+    cfg = {k: v for k, v in untimed(got["config"]).items() if k not in SWEEP_ONLY | {"interrupted"}}
+    assert cfg == {k: v for k, v in untimed(want["config"]).items() if k not in SWEEP_ONLY | {"interrupted"}}
+
+
+def descendants(pid: int) -> list[int]:
+    kids: dict[int, list[int]] = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                stat = Path(f"/proc/{d}/stat").read_text()
+            except OSError:
+                continue
+            kids.setdefault(int(stat.rsplit(")", 1)[1].split()[1]), []).append(int(d))
+    stack, out = [pid], []
+    while stack:
+        for k in kids.get(stack.pop(), []):
+            out.append(k)
+            stack.append(k)
+    return out
+
+
+class Killer(threading.Thread):
+    """SIGKILLs the worker process decoding a given prompt (Ray names the process after the job it
+    runs: `ray::job tiny/p3 (...)`), as many times as asked per prompt."""
+
+    def __init__(self, kills: dict[str, int]):
+        super().__init__(daemon=True)
+        self.left, self.killed, self.done = dict(kills), Counter(), threading.Event()
+
+    def run(self) -> None:
+        while any(self.left.values()) and not self.done.is_set():
+            for pid in descendants(os.getpid()):
+                try:
+                    title = Path(f"/proc/{pid}/cmdline").read_bytes()
+                except OSError:
+                    continue
+                job = next((j for j, n in self.left.items() if n and title.startswith(f"ray::job {j} ".encode())),
+                           None)
+                if job:
+                    os.kill(pid, signal.SIGKILL)
+                    self.left[job] -= 1
+                    self.killed[job] += 1
+                    while Path(f"/proc/{pid}/cmdline").exists() and Path(f"/proc/{pid}/cmdline").read_bytes():
+                        time.sleep(0.01)  # gone (or a zombie: empty cmdline)
+            time.sleep(0.01)
+
+
+def tcp_endpoints(pids: list[int]) -> list[tuple[str, str]]:
+    """(local ip, remote ip) of every TCP socket these processes hold (from /proc, no tool needed)."""
+    inodes = set()
+    for pid in pids:
+        try:
+            links = [os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")]
+        except OSError:
+            continue
+        inodes |= {int(x[8:-1]) for x in links if x.startswith("socket:[")}
+
+    def ip(hexaddr: str) -> str:
+        raw = bytes.fromhex(hexaddr.split(":")[0])
+        if len(raw) == 4:
+            return socket.inet_ntop(socket.AF_INET, raw[::-1])
+        return socket.inet_ntop(socket.AF_INET6, b"".join(raw[i:i + 4][::-1] for i in range(0, 16, 4)))
+
+    out = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for row in Path(table).read_text().splitlines()[1:]:
+            f = row.split()
+            if int(f[9]) in inodes:
+                out.append((ip(f[1]), ip(f[2])))
+    return out
+
+
+def test_local_cluster_is_loopback_only_and_silent(cluster):
+    """--ray local: every socket of the cluster's processes is on loopback, and its processes run with
+    usage stats off (connect() sets it; Ray's own ray.init() also turns it off for the clusters it
+    starts, so this checks the outcome, not our line)."""
+    pids = descendants(os.getpid())
+    assert len(pids) >= 4   # gcs, raylet, agents, idle workers
+    ends = tcp_endpoints(pids)
+    assert ends and all(ipaddress.ip_address(a.removeprefix("::ffff:")).is_loopback
+                        and (b in ("0.0.0.0", "::") or ipaddress.ip_address(b.removeprefix("::ffff:")).is_loopback)
+                        for a, b in ends), ends
+    checked = []
+    for pid in pids:  # Ray's Python workers and agents ("ray::...") retitle themselves over their environ
+        cmd = Path(f"/proc/{pid}/cmdline").read_bytes()  # block; they inherit it from the raylet, checked
+        if not cmd.startswith(b"ray::"):
+            assert b"RAY_USAGE_STATS_ENABLED=0" in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"), cmd
+            checked.append(cmd)
+    assert any(b"raylet" in c for c in checked) and any(b"gcs_server" in c for c in checked)
+    assert any(b"dashboard/dashboard.py" in c for c in checked)   # where Ray's usage reporter lives
+
+
+def test_ray_equals_single_process(tiny, cluster, reference):
+    rc, out = sweep(tiny, "ray")
+    assert rc == 0
+    assert_same_as(reference, out)
+    res = results(out)
+    assert [r["n"] for r in res["runs"]] == [4] * len(LABELS) and [r["label"] for r in res["runs"]] == LABELS
+    assert all(r["lossless"] == 1.0 for r in res["runs"])
+    s = res["config"]["sweep"]
+    assert s["jobs"] == 4 and s["retried"] == [] and res["config"]["failed"] == []
+    assert sum(w["jobs"] for w in s["workers"]) == 4 and s["workers"][0]["ip"] == "127.0.0.1"
+    assert (out / "report.md").exists()
+
+
+def test_workers_killed_mid_job(tiny, cluster, reference):
+    """Workers die in the middle of jobs (SIGKILL): a job killed once runs again on another worker; a job
+    killed three times is given up and named in results.json; the sweep goes on; every other job is
+    saved and counted exactly once, with the single-process run's tokens."""
+    killer = Killer({"tiny/p3": 1, "tiny/p/1": 3})
+    killer.start()
+    rc, out = sweep(tiny, "killed", "--workers", "2")
+    killer.done.set()
+    assert rc == 0 and killer.killed == {"tiny/p3": 1, "tiny/p/1": 3}
+    res = results(out)
+    (failed,) = res["config"]["failed"]
+    assert (failed["set"], failed["id"], failed["attempts"], len(failed["errors"])) == ("tiny", "p/1", 3, 3)
+    assert all("died" in e for e in failed["errors"])
+    retried = res["config"]["sweep"]["retried"]
+    assert sorted(r["job"].split(" ")[0] for r in retried) == ["tiny/p/1"] * 3 + ["tiny/p3"]
+    assert [r["n"] for r in res["runs"]] == [3] * len(LABELS)            # p2, p3, p4, each once
+    assert sum(w["jobs"] for w in res["config"]["sweep"]["workers"]) == 3
+    assert_same_as(reference, out, ids={"p2", "p3", "p4"})
+    assert "p/1" in (out / "report.md").read_text()
+
+
+def test_resume_after_interrupt(tiny, cluster, reference):
+    """Ctrl-C after the first job: results of the finished jobs; --resume runs only the others."""
+    tmp, _ = tiny
+    out = tmp / "resumed"
+
+    def interrupt_after_first_job():
+        while not any(len(list((out / "traces" / "tiny").glob(f"*/{p}.json"))) == len(LABELS)
+                      for p in ("p_1", "p2", "p3", "p4")):
+            time.sleep(0.01)
+        os.kill(os.getpid(), signal.SIGINT)   # Ctrl-C: KeyboardInterrupt in the main thread
+
+    threading.Thread(target=interrupt_after_first_job, daemon=True).start()
+    try:
+        rc, _ = sweep(tiny, "resumed", "--workers", "1")
+    except KeyboardInterrupt:
+        pytest.fail("Ctrl-C came after the sweep's loop: make the sweep longer")
+    first = results(out)
+    assert rc == 0 and first["config"]["interrupted"]
+    finished = {p: p.stat().st_ino for p in (out / "traces").rglob("*.json")}
+    assert 1 <= len(finished) // len(LABELS) < 4 and len(finished) % len(LABELS) == 0
+    assert first["runs"][0]["n"] == len(finished) // len(LABELS)
+
+    rc, _ = sweep(tiny, "resumed", "--workers", "1", "--resume")
+    assert rc == 0
+    res = results(out)
+    assert res["config"]["sweep"]["resumed"] == len(finished) // len(LABELS) and not res["config"]["interrupted"]
+    assert sum(w["jobs"] for w in res["config"]["sweep"]["workers"]) == 4 - len(finished) // len(LABELS)
+    assert all(p.stat().st_ino == ino for p, ino in finished.items())   # not rewritten
+    assert_same_as(reference, out)
+    # nothing left: no worker starts, the results are rebuilt from the traces alone
+    assert sweep(tiny, "resumed", "--resume")[0] == 0
+    res = results(out)
+    assert res["config"]["sweep"]["resumed"] == 4 and res["config"]["sweep"]["workers"] == []
+    assert_same_as(reference, out)
+
+
+def test_resume_refuses_other_settings(tiny, reference, capsys):
+    """Traces made with other settings are not mixed in: one line naming the file and the setting,
+    before any cluster starts."""
+    tmp, args = tiny
+    rc = cli(["bench", *args, "--ray", "local", "--out", str(reference), "--resume", "--seed", "1"])
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert rc == 2 and line.startswith("error: resume: ") and "was made with seed=0, not 1" in line
+
+
+def test_worker_without_the_models(tiny, cluster, capsys):
+    tmp, args = tiny
+    bad = [a if a != args[3] else str(tmp / "no-such-target") for a in args]
+    assert cli(["bench", *bad, "--ray", "local", "--workers", "1", "--out", str(tmp / "nomodels")]) == 2
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert line.startswith("error: workers: no worker could load the models: worker 0 on ")
+    assert "127.0.0.1" in line and "no-such-target is not a folder" in line
+
+
+def test_no_cluster_at_address(tiny, tmp_path):
+    _, args = tiny
+    p = subprocess.run([sys.executable, "-m", "engine", "bench", *args, "--ray", "127.0.0.1:9", "--out",
+                        str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    lines = p.stderr.strip().splitlines()
+    assert p.returncode == 2 and len(lines) == 1, p.stderr
+    assert lines[0].startswith("error: ray: no Ray cluster at 127.0.0.1:9 (")
+    assert "ray start --head" in lines[0]
+
+
+def test_app_and_single_process_bench_never_import_ray(tiny):
+    tmp, args = tiny
+    code = ("import sys, app.__main__ as am\n"
+            "from app.loader import ModelLoader\nfrom app.ui import build_ui\n"
+            "build_ui(ModelLoader(am.parse_args(['--no-model']), enabled=False))\n"
+            "from engine.__main__ import main\n"
+            f"assert main(['bench', *{args!r}, '--modes', 'ar,dflash', '--max-new-tokens', '4', "
+            f"'--out', {str(tmp / 'noray')!r}]) == 0\n"
+            "print('ray' in sys.modules, 'engine.bench.sweep' in sys.modules)")
+    p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert p.stdout.split()[-2:] == ["False", "True"]   # the sweep module is loaded (the CLI), ray is not
