@@ -97,6 +97,18 @@ def test_sampling_draws_from_the_corrected_law(variant):
     assert torch.allclose(p.probs, torch.softmax(p.logits / 0.8, -1), atol=1e-5)
 
 
+@pytest.mark.parametrize("variant", ["domino", "dspark"])
+def test_sequential_heads_keep_the_target_law(variant):
+    """T=1, speculative acceptance: a round's first two tokens follow the target's law (chi-square) when the
+    head's drafts are tested against q = their law given the row's drafts before them (engine/sampling.py)."""
+    from test_sampling_t1 import law_case
+
+    m = tiny_variant_models(variant, 0, block_size=6, init=0.12)   # a strong head: q far from the backbone's
+    recs = law_case(m, "reanchor", "earliest")
+    assert all(b["q"] is not None for r in recs for b in r["shifted"]) and any(r["shifted"] for r in recs)
+    assert sum(len(r.get("backbone", [])) for r in recs) > 0, "the head never changed a draft: the test proves little"
+
+
 def _drafts(eng, prompt="ab c"):
     run = eng.run(eng.encode_prompt(prompt), DecodeConfig(mode="reanchor", max_new_tokens=N_NEW, ignore_eos=True))
     run.finish()

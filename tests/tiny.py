@@ -72,14 +72,15 @@ def save_tiny(path: Path, kind: str = "llama", seed: int = 0, block_size: int = 
 
 
 def tiny_variant_models(variant: str, seed: int = 0, block_size: int = 6, shift_label: bool = False,
-                        strength: float = 20.0, kind: str = "qwen3", rank: int = 8, out_scale: float = 8.0):
+                        strength: float = 20.0, kind: str = "qwen3", rank: int = 8, out_scale: float = 8.0,
+                        init: float = 0.5):
     """Engine Models with a tiny random Domino or DSpark drafter (engine/models/variants.py) in its released
     format. `strength` scales the head's weights, and its output projection W2 `out_scale` times more, so that its
     corrections often change the backbone's tokens."""
     from engine.models import drafter_class
     from engine.models.variants import variant_config
 
-    m = tiny_models(kind, seed, block_size=block_size)
+    m = tiny_models(kind, seed, block_size=block_size, init=init)
     cfg = variant_config(m.drafter.config, variant, rank=rank, gru_hidden=16, pure_prefix=1, shift_label=shift_label)
     torch.manual_seed(seed + 7)
     drafter = drafter_class(cfg)(cfg).eval()
