@@ -224,7 +224,7 @@ def test_drafters_table3(tiny_dirs):
     got = [(r["drafter"], r["label"]) for r in res["runs"]]
     assert got == [(Path(folders[0]).name, "ar")] + [(Path(f).name, l) for f in folders for l in ("dflash", "reanchor")]
     assert all(r["lossless"] == 1.0 and r["speedup_vs_ar"] for r in res["runs"])
-    assert list(res["config"]["drafters"]) == [Path(f).name for f in folders]
+    assert list(res["config"]["drafter_names"]) == [Path(f).name for f in folders]
     md = (out / "report.md").read_text()
     assert "Table 3" in md and all(f"| {Path(f).name} | mean |" in md for f in folders)
     assert (out / "drafters" / "tiny-dspark" / "traces" / "tiny" / "reanchor" / "p2.json").exists()
