@@ -23,6 +23,7 @@ ACCEPT_COLOR = "#1a9e50"
 # One colour per shifted offset d (cycled): distinct from the baseline blue.
 D_COLORS = ["#e4572e", "#17a398", "#c44fa0", "#8a6d1d", "#f08c2b", "#4f9d2d", "#d1495b", "#2e86ab"]
 EXT_FILL = "rgba(240,180,0,0.10)"
+MAX_OTHER_SITES = 3   # matching sites drawn per row besides the attached ones
 MAX_CELL_TEXTS = 160  # labelled grid cells per figure (discarded blocks: hover only)
 FONT = dict(family="system-ui, -apple-system, 'Segoe UI', Roboto, 'DejaVu Sans', sans-serif", size=11)
 
@@ -150,7 +151,8 @@ def _site_traces(rows: list[dict], s: int) -> list[dict]:
     for r in rows:
         if r["kind"] != "shifted":
             continue
-        for t in r["sites"]:
+        others = [t for t in r["sites"] if t not in r["attached"]][:MAX_OTHER_SITES]  # the rest: hover, caption
+        for t in [t for t in r["sites"] if t in r["attached"] or t in others]:
             chosen = r["chosen"] is not None and t == int(r["chosen"])
             attached = t in r["attached"]
             sx.append(s + t)
