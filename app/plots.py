@@ -207,8 +207,11 @@ def _drafter_note(trie: dict, i: int) -> str:
     rank, prob, block = (trie.get(k) for k in ("rank", "prob", "block"))
     if i == 0 or not (isinstance(rank, list) and isinstance(prob, list) and i < min(len(rank), len(prob))):
         return ""
-    src = "g(0)" if not block or i >= len(block) or not block[i] else f"g({int(block[i])})"
-    return f"<br>drafter: rank {int(rank[i]) + 1} in {src}, p = {float(prob[i]):.3f}"
+    try:  # optional facts, not validated: a loaded trace's odd values show nothing
+        src = "g(0)" if not block or i >= len(block) or not block[i] else f"g({int(block[i])})"
+        return f"<br>drafter: rank {int(rank[i]) + 1} in {src}, p = {float(prob[i]):.3f}"
+    except (TypeError, ValueError, OverflowError):
+        return ""
 
 
 def label_chars(positions: int, width_px: int = 1100) -> int:

@@ -51,8 +51,8 @@ def instructive(state: dict) -> tuple[int, str] | None:
     trace = state.get("trace")
     if not trace or state.get("run") is not None:
         return None
-    if state.get("best_of") is not trace:
-        state["best_of"], state["best"] = trace, records.most_instructive(trace.get("rounds", []))
+    if state.get("best_of") != view_key(state):  # a key, not the trace: freeing the trace must free it all
+        state["best_of"], state["best"] = view_key(state), records.most_instructive(trace.get("rounds", []))
     return state["best"]
 
 
