@@ -7,6 +7,8 @@ Figures carry no template (template "none") to keep the JSON small.
 """
 from __future__ import annotations
 
+import json
+
 import networkx as nx
 import plotly.graph_objects as go
 
@@ -349,6 +351,17 @@ def round_figure(rec: dict, token_texts: dict, title: str | None = None, depth_c
     Both rows share the x axis: absolute position anchor_pos + depth. Token text travels in data
     arrays only (text / customdata), never inside a template string.
     """
+    return _fig(**round_figure_parts(rec, token_texts, title, depth_cap))
+
+
+def round_figure_json(rec: dict, token_texts: dict, title: str | None = None, depth_cap: int | None = None) -> str:
+    """round_figure(...).to_json(), without Plotly's deep copies (half a round switch's time): the
+    parts are plain JSON values already."""
+    return json.dumps(round_figure_parts(rec, token_texts, title, depth_cap), separators=(",", ":"))
+
+
+def round_figure_parts(rec: dict, token_texts: dict, title: str | None, depth_cap: int | None) -> dict:
+    """round_figure's data (a list of trace dicts) and layout, as plain dicts."""
     s = int(rec["anchor_pos"])
     rows = _grid_rows(rec, depth_cap)
     a = int(rec.get("accepted", len(rec.get("accepted_nodes", [0])) - 1))
@@ -358,7 +371,7 @@ def round_figure(rec: dict, token_texts: dict, title: str | None = None, depth_c
     trie_data, n_slots = _trie_traces(rec, token_texts)
     data = (_grid_traces(rows, xs, token_texts) + _accepted_cells(rec, rows) + _site_traces(rows, s)
             + _native_traces(rows, s) + trie_data)
-    return _fig(data, _round_layout(rec, len(rows), n_slots, max_depth, title))
+    return {"data": data, "layout": _round_layout(rec, len(rows), n_slots, max_depth, title)}
 
 
 # ---------------------------------------------------------------- run-level figures

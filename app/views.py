@@ -34,7 +34,7 @@ def round_outputs(state: dict, i: int, prefetch: bool = True):
         cap = records.depth_cap(trace, rounds[k])
         note = f"The most instructive round: {best[1]}; the page opens here." if best and best[0] == k else None
         return (render.round_caption(rounds[k], k, len(rounds), cap, note),
-                plots.round_figure(rounds[k], texts, depth_cap=cap).to_json())
+                plots.round_figure_json(rounds[k], texts, depth_cap=cap))
 
     caption, fig = part(i)
     head = f'{{"key":{view_key(state)},"round":{i},"caption":{json.dumps(caption)},"fig":{fig},"next":'

@@ -99,6 +99,7 @@ def test_figures_are_pure(traces):
         b = plots.round_figure(r, t["token_texts"]).to_json()
         assert a == b
         assert r == before and t["token_texts"] == texts
+        assert json.loads(plots.round_figure_json(r, t["token_texts"])) == json.loads(a)  # the fast path
     assert plots.timeline_figure(t["rounds"]).to_json() == plots.timeline_figure(t["rounds"]).to_json()
 
 
