@@ -8,6 +8,7 @@ import textwrap
 from collections import Counter
 
 from engine import analyses
+from engine.bench import report
 
 from . import plots
 
@@ -54,12 +55,13 @@ def _numeric_items(obj) -> list[tuple[str, float]]:
     return items
 
 
-def figures(results: dict):
-    """(acceptance histogram figure, accepted gain by offset figure)."""
+def figures(results: dict, scope: str = "current run"):
+    """(acceptance histogram figure, accepted gain by offset figure), titled with the paper's names and
+    `scope` (the current run, or the traces pooled)."""
     hist = _numeric_items(results.get("acceptance_histogram"))
     if hist:
         hist.sort(key=lambda kv: float(kv[0]) if kv[0].lstrip("-").isdigit() else 0)
-        h = plots.bar_figure([k for k, _ in hist], [v for _, v in hist], "acceptance length (accepted + bonus)",
+        h = plots.bar_figure([k for k, _ in hist], [v for _, v in hist], f"Figure 2: acceptance length (accepted + bonus), {scope}",
                              "acceptance length", "rounds")
     else:
         h = plots.empty_figure("no histogram")
@@ -68,7 +70,7 @@ def figures(results: dict):
     if by_d:
         by_d.sort(key=lambda kv: int(kv[0]) if kv[0].isdigit() else 0)
         g = plots.bar_figure([f"d={k}" for k, _ in by_d], [v for _, v in by_d],
-                             "accepted drafts gained, by shifted offset d", "offset", "tokens",
+                             f"Figure 2 (gain): accepted drafts gained by shifted offset d, {scope}", "offset", "tokens",
                              color=plots.D_COLORS[0])
     else:
         g = plots.empty_figure("no shifted gain in this run")
@@ -105,3 +107,39 @@ def counterfactual(trace: dict | None, mode: str, rule: str, name: str):
     title = (f"{name} on these rounds (◆) vs accepted (bars)\nτ {s['tau']:.2f} → "
              f"{s['counterfactual_tau']:.2f}: {s['better']} rounds better, {s['worse']} worse, {s['same']} same")
     return plots.counterfactual_figure(rows, title), s
+
+
+def bench_label(cfg: dict) -> str:
+    """The benchmark's name for a run's mode and rule (engine.bench.main.variants): reanchor-RULE, else the mode."""
+    mode, rule = cfg.get("mode", "?"), cfg.get("rule", "earliest")
+    return ("reanchor" if rule == "earliest" else f"reanchor-{rule}") if mode == "reanchor" else str(mode)
+
+
+PAPER_TABLES = (("Table 1", report.table1, "`dflash` or `reanchor` runs"),
+                ("Table 5", report.table5, "runs with shifted blocks"),
+                ("Table 8", report.table8, "`reanchor` runs with rule `all`"),
+                ("Figure 2", report.figure2, "`dflash` or `reanchor` runs"))
+
+
+def paper_tables(traces: dict | list[dict], scope: str) -> str:
+    """The paper's Table 1, 5, 8 and Figure 2 (the benchmark report's own functions) over one run, or
+    several pooled, as Markdown headed by `scope` ("current run" or "pooled ..."). A table that needs
+    another kind of run says which."""
+    traces = [traces] if isinstance(traces, dict) else list(traces)
+    groups: dict[str, list[dict]] = {}
+    for t in traces:
+        groups.setdefault(bench_label(t.get("config") or {}), []).append(t)
+    try:
+        an = {label: analyses.summarize(trs) for label, trs in groups.items()}
+    except (ValueError, KeyError, TypeError, ZeroDivisionError) as e:  # a partial or odd trace
+        return f"### Analyses of the {scope}\n\nunavailable: {type(e).__name__}: {e}"
+    R = report.Results({"runs": [{"set": scope, "label": label} for label in groups],
+                        "analyses": {scope: an, "all": an}, "config": {}})
+    out = [f"### The paper's tables, over the {scope} ({', '.join(groups)}; "
+           f"{sum(len(t.get('rounds', [])) for t in traces)} rounds)"]
+    for name, fn, needs in PAPER_TABLES:
+        md = fn(R)
+        lines = [line for line in "\n".join(md).splitlines() if not line.startswith("| all |")]
+        lines = ["####" + line[2:] if line.startswith("## ") else line for line in lines]
+        out.append("\n".join(lines) if md else f"\n#### {name}: not for this run (computed over {needs})")
+    return "\n".join(out)

@@ -27,6 +27,11 @@ CURVE_NODES = (4, 8, 16, 32, 64)   # the budget curve's node budgets (anchor inc
 CURVE_TOKENS = 64           # new tokens per point of the budget curve (11 runs)
 
 
+def _pad(out: tuple) -> tuple:
+    """A streamed update of the view's outputs (app.views.VIEW_OUTPUTS, after the state): the rest skipped."""
+    return (*out, *[gr.skip()] * (1 + len(views.VIEW_OUTPUTS) - len(out)))
+
+
 def _state(st) -> dict:
     return st if isinstance(st, dict) else session.new_state()
 
@@ -79,12 +84,14 @@ class Callbacks:
         self.sessions.touch(st)
         return st
 
-    def _show_new(self, st, trace, trace_file, status: str, example: bool = False):
-        """Show another trace in this session (a loaded one, an example); the one it replaces is freed."""
+    def _show_new(self, st, trace, trace_file, status: str, example: str | None = None):
+        """Show another trace in this session (a loaded one, the example labelled `example`), on its most
+        instructive round; the one it replaces is freed."""
         had = session.owns_traces(st)
-        st.update(trace=trace, trace_file=trace_file, example=example, freed=None, keyed=None)
+        st.update(trace=trace, trace_file=trace_file, example=bool(example), example_label=example, freed=None,
+                  keyed=None)
         self.sessions.touch(st)
-        out = views.show_trace(st, 0, status)
+        out = views.show_trace(st, None, status)
         if had:
             session.give_back_memory()
         return out
@@ -96,10 +103,10 @@ class Callbacks:
         if st.get("trace") is None and self.trace_choices:
             try:
                 st.update(trace=session.load_example(self.trace_choices[0][1]), trace_file=self.trace_choices[0][1],
-                          example=True)
+                          example=True, example_label=self.trace_choices[0][0])
             except ValueError as e:
                 log.warning("example trace: %s", e)
-        return views.show_trace(st, 0, "example trace" if st.get("trace") else "")
+        return views.show_trace(st, None, "example trace" if st.get("trace") else "")
 
     def on_unload(self, request: gr.Request):
         """The tab closed: Gradio would keep the session's state for an hour, and its last outputs (for deep
@@ -141,20 +148,22 @@ class Callbacks:
         if now - clock["tl"] >= TIMELINE_INTERVAL_S * max(1.0, i / TIMELINE_ROUNDS) or i == 0:
             tl_out, clock["tl"] = views.timeline_json(live), now
         status = "stopping at the next round…" if st.get("stopping") else f"running… round {i}"
-        return (st, views.text(live, tail=STREAM_TAIL), views.metrics(st, status),
-                views.slider(live, i if st.get("follow") else None), cap_out, fig_out, tl_out,
-                gr.update(interactive=False), skip, skip, skip)
+        return _pad((st, views.text(live, tail=STREAM_TAIL), views.metrics(st, status),
+                     views.slider(live, i if st.get("follow") else None), cap_out, fig_out, tl_out,
+                     gr.update(interactive=False)))
 
     @shows("Run")
     def on_run(self, prompt_v, mode_v, rule_v, temp_v, seed_v, max_v, shifted_v, nodes_v, drafter_v, st):
         st, engine, run, ids, config = self.begin(
             st, (prompt_v, mode_v, rule_v, temp_v, seed_v, max_v, shifted_v, nodes_v, drafter_v), "Run")
         st["follow"] = True if st.get("follow") is None else st["follow"]
+        st.update(compare=None, example=False, example_label=None)  # this run replaces both
         skip, live = gr.skip(), None
         clock = {"text": 0.0, "fig": 0.0, "tl": 0.0}
         log.info("run started: %s", config)
-        yield (st, skip, views.metrics(st, "running… (prefill)"), skip, skip, skip, skip,
-               gr.update(interactive=False), skip, skip, skip)
+        yield _pad((st, skip, views.metrics(st, "running… (prefill)"), skip, skip, skip, skip,
+                    gr.update(interactive=False), skip, skip, skip, gr.update(value=None), "",
+                    *views.compare_reset(st)))
         try:
             for live, rec in stream_run(engine, run, ids, config):
                 st.update(trace=live, trace_file=None, example=False, freed=None)
@@ -173,7 +182,7 @@ class Callbacks:
         st.update(trace=trace, trace_file=session.export_trace(trace), example=False, freed=None)
         self.sessions.touch(st)
         status = "stopped" if (run.result or {}).get("stopped") else "done"
-        yield views.show_trace(st, len(trace["rounds"]) - 1 if st.get("follow") else st.get("view", 0), status)
+        yield views.show_trace(st, None if st.get("follow") else st.get("view", 0), status)
 
     def on_stop(self, st):
         """Ends this session's run at the next round boundary; the run's own updates report it."""
@@ -195,13 +204,14 @@ class Callbacks:
                     last = time.monotonic()
                     status = f"comparison running… round {len(live['rounds']) - 1}"
                     yield (st, render.metrics_view(session.stats_of(live), status=status),
-                           skip, skip, skip, skip, skip, skip, skip)
+                           skip, skip, skip, skip, skip, skip, skip, skip)
         finally:
             run.stop()
             st["run"], st["stopping"] = None, False
-        st["compare"] = run.trace()
+        st["compare"], st["compare_shown"] = run.trace(), True
         self.sessions.touch(st)
-        yield (st, *views.compare_views(st), views.metrics(st, "with comparison"))
+        *panel, table = views.compare_views(st)
+        yield (st, *panel, views.metrics(st, "with comparison"), table)
 
     @shows("Budget curve")
     def on_budget_curve(self, prompt_v, temp_v, seed_v, max_v, st):
@@ -248,10 +258,13 @@ class Callbacks:
 
     @shows("Text view")
     def on_token_click(self, st, evt: gr.EventData):
-        r = (getattr(evt, "_data", None) or {}).get("r")
+        """The token's round, and its number in "Go to round of token #"."""
+        data = getattr(evt, "_data", None) or {}
+        r, k = data.get("r"), data.get("k")
         if r is None:
-            return gr.skip(), gr.skip(), gr.skip(), gr.skip()
-        return self.goto(st, max(0, int(r)))  # -1: the prefill's token; show the first round
+            return gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip()
+        return (*self.goto(st, max(0, int(r))),  # -1: the prefill's token; show the first round
+                int(k) if isinstance(k, int) and not isinstance(k, bool) else gr.skip())
 
     @shows("Timeline")
     def on_timeline_click(self, st, evt: gr.EventData):
@@ -314,7 +327,7 @@ class Callbacks:
         if st.get("run") is not None:
             raise bad_input("Example trace: a run is in progress; press Stop first")
         st["compare"] = None
-        return self._show_new(st, session.load_example(path), path, "example trace", example=True)
+        return self._show_new(st, session.load_example(path), path, "example trace", example=label)
 
     @shows("Analyse the example traces")
     def on_example_analyses(self):
@@ -324,4 +337,12 @@ class Callbacks:
             raise bad_input("Analyse the example traces: none are installed (assets/traces)")
         res = {"pooled": {"traces": [label for label, _ in self.trace_choices],
                           "rounds": sum(len(t["rounds"]) for t in traces)}, **analysis.compute(traces)}
-        return (res, *analysis.figures(res))
+        scope = f"{len(traces)} example traces pooled"
+        return (res, *analysis.figures(res, scope), analysis.paper_tables(traces, scope))
+
+    @shows("Back to the current run")
+    def on_current_analyses(self, st):
+        """The analyses of the trace shown (after the pooled ones)."""
+        res, h, g = views.analyses(_state(st).get("trace"))
+        trace = _state(st).get("trace")
+        return res, h, g, analysis.paper_tables(trace, "current run") if trace and trace.get("rounds") else ""

@@ -2,19 +2,27 @@
 and MT-Bench prompts (engine.bench.sets reads them from the installed packages; nothing downloaded)."""
 from __future__ import annotations
 
+import re
+
 from engine.bench.sets import load_set
 from engine.errors import InputError
 
 WRITTEN = [
-    ("code", "Write a Python function that returns the n-th Fibonacci number iteratively."),
-    ("code", "Write a Python function is_palindrome(s) that ignores case and punctuation, with three tests."),
-    ("math", "A train travels 180 km in 2.5 hours. What is its average speed in km/h? Explain step by step."),
-    ("math", "Solve for x: 3x + 7 = 25. Show each step."),
-    ("chat", "Give me three tips for staying focused while working from home."),
-    ("chat", "Explain what a hash table is to a ten-year-old."),
+    ("code: Fibonacci", "Write a Python function that returns the n-th Fibonacci number iteratively."),
+    ("code: palindrome check", "Write a Python function is_palindrome(s) that ignores case and punctuation, with three tests."),
+    ("math: average speed", "A train travels 180 km in 2.5 hours. What is its average speed in km/h? Explain step by step."),
+    ("math: linear equation", "Solve for x: 3x + 7 = 25. Show each step."),
+    ("chat: focus tips", "Give me three tips for staying focused while working from home."),
+    ("chat: hash tables for kids", "Explain what a hash table is to a ten-year-old."),
 ]
 HUMANEVAL_IDS = ["HumanEval/0", "HumanEval/2", "HumanEval/4"]
 MTBENCH_IDS = ["81", "101", "111", "121"]
+
+
+def function_name(prompt: str) -> str:
+    """The function a HumanEval prompt asks for (its last `def`), else "a function"."""
+    names = re.findall(r"^def (\w+)", prompt, flags=re.M)
+    return names[-1] if names else "a function"
 
 
 def benchmark_prompts(name: str, ids: list[str], label) -> list[tuple[str, str]]:
@@ -29,6 +37,6 @@ def benchmark_prompts(name: str, ids: list[str], label) -> list[tuple[str, str]]
 
 def example_prompts() -> list[tuple[str, str]]:
     """(label, prompt) pairs: written examples, then HumanEval, then MT-Bench."""
-    return (list(WRITTEN) + benchmark_prompts("humaneval", HUMANEVAL_IDS, lambda r: r["id"])
+    return (list(WRITTEN) + benchmark_prompts("humaneval", HUMANEVAL_IDS, lambda r: f"{r['id']} (code: {function_name(r['prompt'])})")
             + benchmark_prompts("mtbench", MTBENCH_IDS,
                                 lambda r: f"MT-Bench {r['id']} ({r.get('category', '')})"))

@@ -5,12 +5,23 @@ other drafter of the Drafter menu (the shipped ones, for the embedded target) ge
 the same target the first time a run asks for it."""
 from __future__ import annotations
 
+import os
 import threading
 import time
 import traceback
 from dataclasses import replace
+from pathlib import Path
 
 from engine.paths import shipped_drafters
+
+
+def shown_name(name: str) -> str:
+    """A model's name as the page shows it: a hub id or the embedded model's name as given, a folder on
+    the server by its last part only (the page must not tell visitors where the server keeps files)."""
+    name = str(name)
+    if os.path.isabs(name) or name.startswith(("~", ".")) or Path(name).exists():
+        return Path(name.rstrip("/\\")).name or name
+    return name
 
 
 class ModelLoader:
@@ -27,6 +38,14 @@ class ModelLoader:
         self.loaded_s: float | None = None
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
+        self._on_done: list = []
+
+    def on_done(self, fn) -> None:
+        """Call fn() once loading has ended (loaded or failed); at once if it has."""
+        if self.enabled and self.loading:
+            self._on_done.append(fn)
+        if not self.loading:  # ended meanwhile (or never started): calling twice is harmless
+            fn()
 
     def start(self) -> "ModelLoader":
         if self.enabled and self._thread is None:
@@ -46,6 +65,8 @@ class ModelLoader:
         except Exception as e:  # InputError (bad --target / --drafter) and anything else
             self.error = str(e).splitlines()[0] if str(e) else type(e).__name__
             traceback.print_exc()
+        for fn in self._on_done:
+            fn()
 
     # -- drafters ---------------------------------------------------------------------------------
     def drafter_choices(self) -> dict[str, str]:
@@ -106,7 +127,7 @@ class ModelLoader:
             return f"model loading failed: {self.error}"
         if self.ready:
             m = self.engine.models
-            return (f"ready: target {m.target_name}, drafter {m.drafter_name}, {m.device}, "
+            return (f"ready: target {shown_name(m.target_name)}, drafter {shown_name(m.drafter_name)}, {m.device}, "
                     f"{str(m.dtype).replace('torch.', '')} (loaded in {self.loaded_s:.1f} s; other drafters "
                     "of the menu load on their first run)")
         t = time.monotonic() - self.started if self.started else 0.0

@@ -13,8 +13,14 @@ from . import render
 JS_TOKEN_CLICK = """
 element.addEventListener('click', (e) => {
   const t = e.target.closest('[data-r]');
-  if (t) { trigger('click', {r: parseInt(t.dataset.r), k: parseInt(t.dataset.k)}); }
+  if (!t) return;
+  trigger('click', {r: parseInt(t.dataset.r), k: parseInt(t.dataset.k)});
+  if (window.__rxMark) window.__rxMark(Math.max(0, parseInt(t.dataset.r)));
+  const top = document.querySelector('#rx-caption');
+  if (top) top.scrollIntoView({behavior: 'smooth', block: 'start'});
 });
+// a new text (another trace, a streamed update) keeps the shown round's tokens highlighted
+watch('value', () => requestAnimationFrame(() => window.__rxMark && window.__rxMark()));
 """
 
 # plotly.js from the plotly package (the version its figure JSON is written for), served by this app:
@@ -52,7 +58,16 @@ const caption = (html) => {
   const cap = document.querySelector('#rx-caption .prose') || document.querySelector('#rx-caption');
   if (cap && html) cap.innerHTML = html;
 };
+// the shown round's tokens highlighted in the text view
+window.__rxMark = (r) => {
+  if (r !== undefined) window.__rxRound = r;
+  const box = document.querySelector('#rx-text-box');
+  if (!box || window.__rxRound === undefined) return;
+  box.querySelectorAll('span.cur').forEach((e) => e.classList.remove('cur'));
+  box.querySelectorAll('span[data-r="' + window.__rxRound + '"]').forEach((e) => e.classList.add('cur'));
+};
 const show = (r, entry) => {
+  window.__rxMark(r);
   const host = div(), pre = ready.get(r);
   if (pre) {  // swap the drawn div in; the one shown goes offscreen
     ready.delete(r);
@@ -106,6 +121,14 @@ if (!window.__rxNavBound) {  // on the document: the buttons may mount after thi
     const b = e.target.closest && e.target.closest('#rx-next, #rx-prev');
     if (b && !window.__rxNoCache) step(b.id === 'rx-next' ? 1 : -1);
   }, true);
+  // left / right arrows step rounds, unless a text box, list or slider has the keys
+  document.addEventListener('keydown', (e) => {
+    if ((e.key !== 'ArrowLeft' && e.key !== 'ArrowRight') || e.altKey || e.ctrlKey || e.metaKey) return;
+    const t = e.target;
+    if (t && (t.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(t.tagName))) return;
+    const b = document.querySelector(e.key === 'ArrowRight' ? '#rx-next' : '#rx-prev');
+    if (b) { e.preventDefault(); b.click(); }
+  });
 }
 """
 
@@ -143,5 +166,8 @@ def theme() -> gr.themes.Base:
 
 CSS = render.CSS + """
 #rx-round-plot, #rx-timeline {min-height: 120px}
+/* an event's error is told by its toast, which names the control; Gradio's red "Error" pills on every
+   output of the failed event would stay behind and hide nothing useful */
+[data-testid="status-tracker"]:has(> .error) {display: none !important}
 .rx-status {font-size: 13px; color: #555}
 """

@@ -7,6 +7,8 @@ Figures carry no template (template "none") to keep the JSON small.
 """
 from __future__ import annotations
 
+import json
+
 import networkx as nx
 import plotly.graph_objects as go
 
@@ -23,6 +25,7 @@ ACCEPT_COLOR = "#1a9e50"
 # One colour per shifted offset d (cycled): distinct from the baseline blue.
 D_COLORS = ["#e4572e", "#17a398", "#c44fa0", "#8a6d1d", "#f08c2b", "#4f9d2d", "#d1495b", "#2e86ab"]
 EXT_FILL = "rgba(240,180,0,0.10)"
+MAX_OTHER_SITES = 3   # matching sites drawn per row besides the attached ones
 MAX_CELL_TEXTS = 160  # labelled grid cells per figure (discarded blocks: hover only)
 FONT = dict(family="system-ui, -apple-system, 'Segoe UI', Roboto, 'DejaVu Sans', sans-serif", size=11)
 
@@ -57,28 +60,24 @@ def _path_label(rec: dict, i: int) -> str:
 
 # ---------------------------------------------------------------- round figure: alignment grid + trie
 
-def _grid_rows(rec: dict) -> list[dict]:
-    """Rows of the alignment grid: the baseline, then every shifted block at its placement. `backbone`: where a
-    sequential head (Domino, DSpark) changed the backbone's token, {block index j: the backbone's token}."""
+def _grid_rows(rec: dict, depth_cap: int | None = None) -> list[dict]:
+    """Rows of the alignment grid: the baseline, then every shifted block at its placement (attached: at
+    its site; discarded: at its native index), labelled by block and fate (records.block_fates). `backbone`:
+    where a sequential head (Domino, DSpark) changed the backbone's token, {block index j: the backbone's token}."""
     own: dict[int, dict[int, int]] = {}
     for b in rec.get("backbone") or []:
         own.setdefault(b["d"], {})[b["j"]] = b["token"]
     rows = [{"label": "g(0)", "tokens": list(rec["baseline"]), "start": 0, "kind": "baseline", "d": 0,
-             "sites": [], "chosen": None, "attached": [], "backbone": own.get(0, {})}]
-    for s in rec.get("shifted", []):
-        d = int(s["d"])
-        chosen = s.get("chosen")
-        attached = list(s.get("attached") or ([] if chosen is None else [chosen]))
-        start = int(chosen) if chosen is not None else d
-        if chosen is None:
-            label = f"g({d}) ✗"
-        elif len(attached) > 1:
-            label = f"g({d}) @{chosen}+{len(attached) - 1}"
+             "sites": [], "chosen": None, "attached": [], "fate": None, "backbone": own.get(0, {})}]
+    for s, f in zip(rec.get("shifted", []), records.block_fates(rec, depth_cap)):
+        d, chosen, attached = f["d"], f["site"], f["attached"]
+        if f["fate"] != "attached":
+            label = f"g({d}) ✗ {records.FATE_SHORT[f['fate']]}"
         else:
-            label = f"g({d}) @{chosen}"
-        rows.append({"label": label, "tokens": list(s["tokens"]), "start": start,
-                     "kind": "shifted" if chosen is not None else "discarded", "d": d,
-                     "sites": [int(t) for t in s.get("sites", [])], "chosen": chosen, "attached": attached,
+            label = f"g({d}) at {chosen}" + (f"+{len(attached) - 1}" if len(attached) > 1 else "") + (" ✂" if f["cut"] else "")
+        rows.append({"label": label, "tokens": list(s["tokens"]), "start": int(chosen) if f["fate"] == "attached" else d,
+                     "kind": "shifted" if f["fate"] == "attached" else "discarded", "d": d,
+                     "sites": f["sites"], "chosen": chosen, "attached": attached, "fate": f,
                      "backbone": own.get(d, {})})
     return rows
 
@@ -155,18 +154,22 @@ def _grid_traces(rows: list[dict], xs: list[int], token_texts: dict) -> list[dic
 
 
 def _site_traces(rows: list[dict], s: int) -> list[dict]:
-    """Matching sites (open markers), the chosen site emphasised."""
+    """Matching sites of the attached blocks (open circles), the chosen one bold, rule all's further
+    attachments as diamonds. Discarded rows carry none: their sites are in the hover and the caption."""
     sx, sy, ssym, ssize, shov = [], [], [], [], []
     for r in rows:
-        for t in r["sites"]:
+        if r["kind"] != "shifted":
+            continue
+        others = [t for t in r["sites"] if t not in r["attached"]][:MAX_OTHER_SITES]  # the rest: hover, caption
+        for t in [t for t in r["sites"] if t in r["attached"] or t in others]:
             chosen = r["chosen"] is not None and t == int(r["chosen"])
             attached = t in r["attached"]
             sx.append(s + t)
             sy.append(plotly_text(r["label"]))
-            ssym.append("square-open" if chosen else "diamond-open" if attached else "circle-open")
-            ssize.append(20 if chosen else 15 if attached else 11)
-            note = " · chosen" if chosen else " · attached" if attached else ""
-            shov.append(plotly_text(f"g({r['d']})[0] = g(0)[{t}]{note}"))
+            ssym.append("circle-open" if chosen or not attached else "diamond-open")
+            ssize.append(17 if chosen else 14 if attached else 9)
+            note = " · chosen site" if chosen else " · also attached (rule all)" if attached else " · not chosen"
+            shov.append(plotly_text(f"matching site: g({r['d']})[0] = g(0)[{t}]{note}"))
     if not sx:
         return []
     return [{"type": "scatter", "x": sx, "y": sy, "mode": "markers", "hovertext": shov,
@@ -174,13 +177,73 @@ def _site_traces(rows: list[dict], s: int) -> list[dict]:
              "marker": {"symbol": ssym, "size": ssize, "color": "#111", "line": {"width": 2}}}]
 
 
+def _native_traces(rows: list[dict], s: int) -> list[dict]:
+    """A tick at the left edge of every shifted block's native position s + d (where it was drafted);
+    its hover tells the block's fate in words."""
+    pts = [r for r in rows if r["fate"]]
+    if not pts:
+        return []
+    return [{"type": "scatter", "x": [s + r["d"] - 0.47 for r in pts], "y": [plotly_text(r["label"]) for r in pts],
+             "mode": "markers", "hoverinfo": "text", "name": "native position", "xaxis": "x", "yaxis": "y",
+             "hovertext": [plotly_text(records.fate_text(r["fate"])) for r in pts],
+             "marker": {"symbol": "line-ns", "size": 20, "line": {"width": 3, "color": "#111"}}}]
+
+
+def _accepted_cells(rec: dict, rows: list[dict]) -> list[dict]:
+    """Green frames on the grid cells the target accepted: the chain's node at depth k, proposed by the
+    row's block, carrying the row's token at k."""
+    trie, srcs = rec["trie"], records.path_sources(rec)
+    chain = [int(n) for n in rec.get("accepted_nodes", [0])][1:]
+    s, x, y = int(rec["anchor_pos"]), [], []
+    for r in rows:
+        if r["kind"] == "discarded":
+            continue
+        for node in chain:
+            k = int(trie["depths"][node]) - r["start"]
+            if 0 < k < len(r["tokens"]) and r["tokens"][k] == trie["tokens"][node] and any(
+                    0 <= p < len(srcs) and srcs[p] == r["d"] for p in trie["provenance"][node]):
+                x.append(s + r["start"] + k)
+                y.append(plotly_text(r["label"]))
+    if not x:
+        return []
+    return [{"type": "scatter", "x": x, "y": y, "mode": "markers", "hoverinfo": "skip", "name": "accepted",
+             "xaxis": "x", "yaxis": "y",
+             "marker": {"symbol": "square-open", "size": 19, "line": {"width": 3, "color": ACCEPT_COLOR}}}]
+
+
 def _drafter_note(trie: dict, i: int) -> str:
     """The drafter's own view of node i, when the trace keeps it: its block, rank and probability there."""
     rank, prob, block = (trie.get(k) for k in ("rank", "prob", "block"))
     if i == 0 or not (isinstance(rank, list) and isinstance(prob, list) and i < min(len(rank), len(prob))):
         return ""
-    src = "g(0)" if not block or i >= len(block) or not block[i] else f"g({int(block[i])})"
-    return f"<br>drafter: rank {int(rank[i]) + 1} in {src}, p = {float(prob[i]):.3f}"
+    try:  # optional facts, not validated: a loaded trace's odd values show nothing
+        src = "g(0)" if not block or i >= len(block) or not block[i] else f"g({int(block[i])})"
+        return f"<br>drafter: rank {int(rank[i]) + 1} in {src}, p = {float(prob[i]):.3f}"
+    except (TypeError, ValueError, OverflowError):
+        return ""
+
+
+def label_chars(positions: int, width_px: int = 1100) -> int:
+    """Characters a label may take so that labels one position apart never overlap (~7 px a character)."""
+    return max(2, min(7, width_px // max(positions, 1) // 7))
+
+
+def _leaf_tags(rec: dict, trie_y: list[float]) -> list[dict]:
+    """Each branch's block named at its end (right of its leaf): blocks told apart by label, not colour alone."""
+    trie, s = rec["trie"], int(rec["anchor_pos"])
+    has_kids = {int(p) for p in trie["parents"][1:]}
+    leaves = [i for i in range(1, len(trie["parents"])) if i not in has_kids and trie["provenance"][i]]
+    if not leaves:
+        return []
+    srcs = records.path_sources(rec)
+    tags = []
+    for i in leaves:
+        own = sorted({srcs[p] for p in trie["provenance"][i] if 0 <= p < len(srcs)})
+        tags.append(f"g({own[0]})" + (f"+{len(own) - 1}" if len(own) > 1 else "") if own else "")
+    return [{"type": "scatter", "x": [s + int(trie["depths"][i]) + 0.3 for i in leaves], "y": [trie_y[i] for i in leaves],
+             "mode": "text", "text": [plotly_text(t) for t in tags], "textposition": "middle right",
+             "textfont": {"size": 9, "color": "#555"}, "hoverinfo": "skip", "showlegend": False,
+             "xaxis": "x2", "yaxis": "y2"}]
 
 
 def _trie_node_traces(rec: dict, token_texts: dict, trie_y: list[float], acc_set: set[int]) -> list[dict]:
@@ -189,7 +252,10 @@ def _trie_node_traces(rec: dict, token_texts: dict, trie_y: list[float], acc_set
     depths, parents = trie["depths"], trie["parents"]
     srcs = records.node_sources(rec)
     top1 = rec.get("target_top1") or []
-    many = len(parents) > 64  # label only accepted nodes in big tries (payload, legibility)
+    # labels never overlap: only the accepted path and each branch's first node (rows are 26 px apart; in a
+    # row, labels are cut to the width of a position), the rest on hover
+    heads = [i > 0 and trie_y[i] != trie_y[parents[i]] for i in range(len(parents))]
+    limit = label_chars(max(int(x) for x in depths) + 3)
     groups: dict[str, list[int]] = {}
     for i in range(len(parents)):
         groups.setdefault(records.node_category(srcs[i]), []).append(i)
@@ -208,7 +274,7 @@ def _trie_node_traces(rec: dict, token_texts: dict, trie_y: list[float], acc_set
         out.append({
             "type": "scatter", "x": [s + int(depths[i]) for i in nodes], "y": [trie_y[i] for i in nodes],
             "mode": "markers+text", "name": plotly_text(name), "xaxis": "x2", "yaxis": "y2", "customdata": cd,
-            "text": [tok_cell(token_texts, trie["tokens"][i], 6) if (i in acc_set or not many) else ""
+            "text": [tok_cell(token_texts, trie["tokens"][i], limit) if (i in acc_set or heads[i]) else ""
                      for i in nodes],
             "textposition": "top center", "textfont": {"size": 9},
             "hovertemplate": "node %{customdata[0]} · pos %{x}: %{customdata[1]}%{customdata[4]}"
@@ -239,7 +305,7 @@ def _trie_traces(rec: dict, token_texts: dict) -> tuple[list[dict], int]:
     ay = [trie_y[n] for n in acc_nodes] + ([trie_y[acc_nodes[-1]]] if show_bonus else [])
     data.append({"type": "scatter", "x": ax, "y": ay, "mode": "lines", "name": "accepted path", "opacity": 0.55,
                  "line": {"color": ACCEPT_COLOR, "width": 5}, "hoverinfo": "skip", "xaxis": "x2", "yaxis": "y2"})
-    data += _trie_node_traces(rec, token_texts, trie_y, set(acc_nodes))
+    data += _trie_node_traces(rec, token_texts, trie_y, set(acc_nodes)) + _leaf_tags(rec, trie_y)
     if show_bonus:
         data.append({"type": "scatter", "x": [s + a + 1], "y": [trie_y[acc_nodes[-1]]], "mode": "markers+text",
                      "name": "bonus", "text": [tok_cell(token_texts, bonus, 6)], "textposition": "top center",
@@ -259,23 +325,24 @@ def _round_layout(rec: dict, n_rows: int, n_slots: int, max_depth: int, title: s
     trie_h = 26 * n_slots + 30
     gap = 0.06 if n_rows > 3 else 0.1
     h1 = (1 - gap) * grid_h / (grid_h + trie_h)
-    shapes = [{"type": "rect", "xref": "x2", "yref": "paper", "x0": s + L - 0.5, "x1": s + max_depth + 0.5,
-               "y0": 0, "y1": 1, "fillcolor": EXT_FILL, "line": {"width": 0}, "layer": "below"}]
-    annotations = []
-    if max_depth >= L:
-        annotations.append({"x": s + L - 0.4, "y": 1.0, "xref": "x2", "yref": "paper", "text": "extension →",
+    shapes, annotations = [], []
+    if max(int(d) for d in rec["trie"]["depths"]) >= L:  # the trie reaches past g(0)'s block
+        shapes.append({"type": "rect", "xref": "x2", "yref": "paper", "x0": s + L - 0.5, "x1": s + max_depth + 0.5,
+                       "y0": 0, "y1": 1, "fillcolor": EXT_FILL, "line": {"width": 0}, "layer": "below"})
+        annotations.append({"x": s + L - 0.4, "y": 1.0, "xref": "x2", "yref": "paper", "text": "past g(0)'s block →",
                             "showarrow": False, "xanchor": "left", "yanchor": "bottom",
                             "font": {"size": 10, "color": "#a07800"}})
     head = title or (f"round {rec['round']} · anchor @ {s} · accepted {a}"
                      f" ({baseline_accepted(rec)} baseline-alone) · {len(rec['trie']['parents'])} trie nodes")
     return {
         "template": "none", "font": FONT, "height": 90 + grid_h + trie_h,
-        "margin": {"l": 90, "r": 10, "t": 34, "b": 40}, "title": {"text": plotly_text(head), "x": 0.01, "font": {"size": 13}},
+        "margin": {"l": 112, "r": 10, "t": 34, "b": 40}, "title": {"text": plotly_text(head), "x": 0.01, "font": {"size": 13}},
         "showlegend": False,  # a Plotly legend costs ~45 ms per draw: the page shows FIGURE_LEGEND instead
         "hoverlabel": {"font": {"family": "ui-monospace, 'DejaVu Sans Mono', monospace", "size": 11}},
         "plot_bgcolor": "white", "paper_bgcolor": "white", "uirevision": "round",
         "xaxis": {"anchor": "y", "matches": "x2", "showticklabels": False, "showgrid": False, "zeroline": False},
         "xaxis2": {"anchor": "y2", "title": {"text": "position"}, "dtick": 1 if max_depth < 24 else 2,
+                   "range": [s - 0.6, s + max_depth + 1.6],
                    "showgrid": False, "zeroline": False},
         "yaxis": {"domain": [1 - h1, 1], "type": "category", "autorange": "reversed", "showgrid": False,
                   "zeroline": False},
@@ -285,21 +352,33 @@ def _round_layout(rec: dict, n_rows: int, n_slots: int, max_depth: int, title: s
     }
 
 
-def round_figure(rec: dict, token_texts: dict, title: str | None = None) -> go.Figure:
+def round_figure(rec: dict, token_texts: dict, title: str | None = None, depth_cap: int | None = None) -> go.Figure:
     """One round: (a) alignment grid of g(0) and every g(d) at its attachment site, (b) the merged trie.
 
     Both rows share the x axis: absolute position anchor_pos + depth. Token text travels in data
     arrays only (text / customdata), never inside a template string.
     """
+    return _fig(**round_figure_parts(rec, token_texts, title, depth_cap))
+
+
+def round_figure_json(rec: dict, token_texts: dict, title: str | None = None, depth_cap: int | None = None) -> str:
+    """round_figure(...).to_json(), without Plotly's deep copies (half a round switch's time): the
+    parts are plain JSON values already."""
+    return json.dumps(round_figure_parts(rec, token_texts, title, depth_cap), separators=(",", ":"))
+
+
+def round_figure_parts(rec: dict, token_texts: dict, title: str | None, depth_cap: int | None) -> dict:
+    """round_figure's data (a list of trace dicts) and layout, as plain dicts."""
     s = int(rec["anchor_pos"])
-    rows = _grid_rows(rec)
+    rows = _grid_rows(rec, depth_cap)
     a = int(rec.get("accepted", len(rec.get("accepted_nodes", [0])) - 1))
     max_depth = max([r["start"] + len(r["tokens"]) - 1 for r in rows] + [int(d) for d in rec["trie"]["depths"]]
                     + [a + 1])
     xs = list(range(s, s + max_depth + 1))
     trie_data, n_slots = _trie_traces(rec, token_texts)
-    data = _grid_traces(rows, xs, token_texts) + _site_traces(rows, s) + trie_data
-    return _fig(data, _round_layout(rec, len(rows), n_slots, max_depth, title))
+    data = (_grid_traces(rows, xs, token_texts) + _accepted_cells(rec, rows) + _site_traces(rows, s)
+            + _native_traces(rows, s) + trie_data)
+    return {"data": data, "layout": _round_layout(rec, len(rows), n_slots, max_depth, title)}
 
 
 # ---------------------------------------------------------------- run-level figures
@@ -321,6 +400,24 @@ def timeline_figure(rounds: list[dict], title: str = "accepted length per round"
     return fig
 
 
+def share_axes(figs: list[go.Figure]) -> None:
+    """Give figures drawn side by side the same x (rounds) and y ranges: the widest of them."""
+    xs, ys = [], []
+    for f in figs:
+        if getattr(f, "data", None) and f.layout.barmode == "stack":
+            for i in range(len(f.data[0].x or [])):
+                ys.append(sum((t.y[i] or 0) for t in f.data if t.type == "bar" and t.y is not None and i < len(t.y)))
+        for t in getattr(f, "data", ()):
+            xs += [v for v in (t.x or []) if isinstance(v, (int, float))]
+            if f.layout.barmode != "stack":
+                ys += [v for v in (t.y or []) if isinstance(v, (int, float))]
+    if not xs:
+        return
+    for f in figs:
+        if getattr(f, "data", None):
+            f.update_layout(xaxis_range=[min(xs) - 0.5, max(xs) + 0.5], yaxis_range=[0, max(ys + [1]) + 0.5])
+
+
 def counterfactual_figure(rows: list[dict], title: str) -> go.Figure:
     """Per round: the drafts the run accepted (bars) and what another assembly would have accepted
     from the same state and drafts (markers: green more, red fewer, grey the same)."""
@@ -330,15 +427,16 @@ def counterfactual_figure(rows: list[dict], title: str) -> go.Figure:
     fig = go.Figure([
         go.Bar(x=x, y=[r["actual"] for r in rows], name="accepted (this run)", marker_color=BASE_COLOR,
                opacity=0.55, hovertemplate="round %{x}: accepted %{y}<extra></extra>"),
-        go.Scatter(x=x, y=[r["counterfactual"] for r in rows], mode="markers", name="counterfactual",
+        go.Scatter(x=x, y=[r["counterfactual"] for r in rows], mode="markers",
+                   name="◆ the other assembly (green more, red fewer, grey same)",
                    marker=dict(symbol="diamond", size=8, color=colors, line=dict(width=1, color="#333")),
                    customdata=[[d, " (end of run: at least)" if r["cut"] else ""] for d, r in zip(diff, rows)],
                    hovertemplate="round %{x}: would accept %{y} (%{customdata[0]:+d})%{customdata[1]}<extra></extra>"),
     ])
-    fig.update_layout(template="none", font=FONT, height=250, bargap=0.15, margin=dict(l=40, r=10, t=52, b=36),
+    fig.update_layout(template="none", font=FONT, height=270, bargap=0.15, margin=dict(l=40, r=10, t=72, b=36),
                       title=dict(text=plotly_text(title), x=0.01, font=dict(size=12)), xaxis=dict(title_text="round"),
                       yaxis=dict(title_text="accepted drafts"), plot_bgcolor="white", paper_bgcolor="white",
-                      showlegend=False)  # the title says what bars and markers are
+                      legend=dict(orientation="h", x=1, xanchor="right", y=1.0, yanchor="bottom", font=dict(size=10)))
     return fig
 
 

@@ -55,3 +55,104 @@ def token_rounds(trace: dict) -> list[int]:
     for rec in trace.get("rounds", []):
         out.extend([int(rec["round"])] * len(rec.get("new_tokens", [])))
     return out
+
+
+# Why a shifted block adds nothing (or less) to the verified trie, in plain words (caption and hover).
+FATE_WORDS = {
+    "no-site": "no matching site: its first token is nowhere in g(0)",
+    "rule": "the rule chose another site",
+    "budget": "over the budget: the node budget left no room for its tokens",
+    "depth": "past the verify depth: its tokens lie beyond max new tokens",
+}
+FATE_SHORT = {"no-site": "no site", "rule": "rule", "budget": "budget", "depth": "depth"}
+
+
+def _path_depths(rec: Round) -> dict[int, int]:
+    """For every path, the deepest depth of a trie node it runs through (what was verified of it)."""
+    deepest: dict[int, int] = {}
+    for depth, prov in zip(rec["trie"]["depths"], rec["trie"]["provenance"]):
+        for p in prov:
+            deepest[p] = max(deepest.get(p, 0), int(depth))
+    return deepest
+
+
+def block_fates(rec: Round, depth_cap: int | None = None) -> list[dict]:
+    """Per shifted block: its native position (s + d), its sites, where it was attached, and what became
+    of it: fate "attached", or why it added nothing: "no-site", "rule" (matches, none the rule takes),
+    "budget" (the node budget cut it, or in a tree none of its nodes ranked among the best N), "depth"
+    (past the deepest verified position, max new tokens). `cut`: the reason an attached block lost part of
+    its tokens (None when whole), `verified`: its tokens in the trie past its site. `depth_cap`: the
+    deepest depth this round could verify (trace-level: prompt + max_new_tokens - anchor_pos - 1)."""
+    s, paths = int(rec["anchor_pos"]), rec.get("paths", [])
+    deepest = _path_depths(rec)
+    max_depth = max((int(x) for x in rec["trie"]["depths"]), default=0)
+    out = []
+    for b in rec.get("shifted", []):
+        d, sites = int(b["d"]), [int(t) for t in b.get("sites", [])]
+        chosen = b.get("chosen")
+        attached = [int(t) for t in (b.get("attached") or ([] if chosen is None else [chosen]))]
+        f = {"d": d, "native": s + d, "sites": sites, "attached": attached, "site": chosen, "cut": None,
+             "verified": 0, "full": 0}
+        if chosen is None:
+            f["fate"] = "rule" if sites else "no-site"
+            out.append(f)
+            continue
+        mine = [i for i, p in enumerate(paths) if int(p["source"]) == d]
+        for i in mine:
+            site = int(paths[i]["site"] if paths[i].get("site") is not None else chosen)
+            f["full"] += max(0, len(paths[i]["tokens"]) - 1 - site)
+            f["verified"] += max(0, deepest.get(i, 0) - site)
+        if f["verified"] < f["full"] or not mine:
+            at_cap = depth_cap is not None and max_depth >= depth_cap
+            f["cut"] = "depth" if at_cap and all(deepest.get(i, 0) >= depth_cap for i in mine) and mine else "budget"
+        f["fate"] = f["cut"] if f["cut"] and f["verified"] == 0 else "attached"
+        out.append(f)
+    return out
+
+
+def fate_text(f: dict) -> str:
+    """One block's fate in words: native position, site, and why it was discarded or cut."""
+    d = f["d"]
+    head = f"g({d}) (native position {f['native']})"
+    if f["fate"] == "rule":
+        return (f"{head}: discarded, {FATE_WORDS['rule']}: it attaches only at its native index {d}; "
+                f"its first token matches g(0) at {', '.join(map(str, f['sites']))}")
+    if f["fate"] != "attached":
+        return f"{head}: discarded, {FATE_WORDS[f['fate']]}"
+    where = ", ".join(map(str, f["attached"]))
+    text = f"{head}: attached at site{'s' if len(f['attached']) > 1 else ''} {where} (position {f['native'] - d + f['attached'][0]})"
+    if f["cut"]:
+        text += f", cut to {f['verified']} of {f['full']} tokens: {FATE_WORDS[f['cut']]}"
+    return text
+
+
+def depth_cap(trace: dict | None, rec: Round) -> int | None:
+    """The deepest depth round `rec` could verify: the run's last position minus its anchor's."""
+    cfg = (trace or {}).get("config") or {}
+    n, prompt = cfg.get("max_new_tokens"), (trace or {}).get("prompt_ids")
+    if not isinstance(n, int) or not isinstance(prompt, list):
+        return None
+    return len(prompt) + n - int(rec["anchor_pos"]) - 1
+
+
+def most_instructive(rounds: list[Round]) -> tuple[int, str] | None:
+    """(round index, why) of the round that shows the most: the largest shifted gain, ties the earliest;
+    without any, the largest gain through tree branches, then the first round with an attached shifted
+    block. None: no round shows more than round 0 (ar, dflash)."""
+    best, best_key = None, (0, 0, 0)
+    for i, rec in enumerate(rounds):
+        lens = round_lengths(rec)
+        attached = any(b.get("chosen") is not None for b in rec.get("shifted", []))
+        key = (lens["shifted"], lens["branches"], int(attached))
+        if key > best_key:
+            best, best_key = i, key
+    if best is None:
+        return None
+    shifted, branches, _ = best_key
+    if shifted:
+        ties = sum(1 for r in rounds if round_lengths(r)["shifted"] == shifted)
+        why = f"the largest shifted gain in this run (+{shifted} accepted through shifted blocks"
+        return best, why + (f"; the earliest of {ties} such rounds)" if ties > 1 else ")")
+    if branches:
+        return best, f"no shifted gain in this run; the largest gain through tree branches (+{branches})"
+    return best, "no shifted gain in this run; the first round with an attached shifted block"

@@ -13,6 +13,8 @@ CSS = (
     ".rx-text{white-space:pre-wrap;font-family:ui-monospace,'DejaVu Sans Mono',Menlo,Consolas,monospace;"
     "font-size:13px;line-height:1.55;max-height:460px;overflow-y:auto;padding:8px;border:1px solid #ddd;"
     "border-radius:6px;background:#fff;color:#222}"
+    ".rx-text span.cur{outline:2px solid #111;outline-offset:-1px;font-weight:600}"
+    ".rx-fates{font-size:13px;color:#444}.rx-note{font-size:13px;color:#8a5a00;font-weight:600}"
     ".rx-text span[data-r]{cursor:pointer;border-radius:2px}"
     ".rx-text span[data-r]:hover{outline:1px solid #333}"
     ".rx-text .sel{outline:2px solid #111}"
@@ -24,12 +26,14 @@ CSS = (
     ".rx-metrics{display:flex;flex-wrap:wrap;gap:6px;font-size:13px}"
     ".rx-metrics div{padding:4px 10px;border:1px solid #ddd;border-radius:6px;background:#fafafa}"
     ".rx-metrics b{font-size:15px}"
+    ".rx-cf{border-collapse:collapse;font-size:13px}.rx-cf th,.rx-cf td{border:1px solid #ddd;padding:3px 8px;"
+    "text-align:left}.rx-cf td{text-align:right}"
 )
 
 LEGEND = (
     "<div class='rx-legend'><span class='rx-p'>prompt</span><span class='rx-b'>accepted from baseline</span>"
     + "".join(f"<span class='rx-s{i}'>g({i + 1})</span>" for i in range(len(D_COLORS)))
-    + f"<span>… (colours repeat every {len(D_COLORS)} offsets)</span>"
+    + f"<span>… (colours repeat every {len(D_COLORS)} offsets: hover a token for its block)</span>"
     "<span class='rx-x'>bonus (target)</span></div>"
 )
 
@@ -102,17 +106,47 @@ def metrics_view(stats: dict | None, compare: dict | None = None, status: str = 
     return f"<div class='rx-metrics'>{out}</div>"
 
 
-def round_caption(rec: dict, index: int, total: int) -> str:
-    """One line of HTML (escaped: a loaded trace's numbers are no markup)."""
+def fates_line(fates: list[dict], budget: dict | None = None) -> str:
+    """The shifted blocks in one line of plain text: where each attached block sat natively and where it
+    went, and the discarded ones grouped by why (records.FATE_WORDS)."""
+    if not fates:
+        return ""
+    att = [f for f in fates if f["fate"] == "attached"]
+    parts = []
+    if att:
+        parts.append("attached (native → site position): " + ", ".join(
+            f"g({f['d']}) {f['native']}→{f['native'] - f['d'] + f['attached'][0]}"
+            + (f" +{len(f['attached']) - 1} more sites" if len(f["attached"]) > 1 else "")
+            + (f" cut to {f['verified']}/{f['full']} ({records.FATE_SHORT[f['cut']]})" if f["cut"] else "")
+            for f in att))
+    for why in ("no-site", "rule", "budget", "depth"):
+        ds = [f"g({f['d']})" for f in fates if f["fate"] == why]
+        if ds:
+            parts.append(f"discarded {', '.join(ds)}: {records.FATE_WORDS[why]}")
+    avail, drafted = (budget or {}).get("available"), (budget or {}).get("shifted")
+    if isinstance(avail, int) and isinstance(drafted, int) and avail > drafted:
+        parts.append(f"{avail - drafted} more offsets not drafted: over the cost budget")
+    return "Shifted blocks: " + "; ".join(parts) + "."
+
+
+def round_caption(rec: dict, index: int, total: int, depth_cap: int | None = None, note: str | None = None) -> str:
+    """HTML (escaped: a loaded trace's numbers are no markup): the round's arithmetic, then what became of
+    each shifted block, then `note` (why the page opened on this round)."""
     lens = records.round_lengths(rec)
-    attached = sum(1 for s in rec.get("shifted", []) if s.get("chosen") is not None)
-    return escape(f"Round {index} (rounds 0–{total - 1}): anchor at position {rec['anchor_pos']}, "
+    fates = records.block_fates(rec, depth_cap)
+    attached = sum(1 for f in fates if f["fate"] == "attached")
+    head = escape(f"Round {index} (rounds 0–{total - 1}): anchor at position {rec['anchor_pos']}, "
                   f"{len(rec.get('shifted', []))} shifted blocks ({attached} attached), "
                   f"{len(rec['trie']['tokens'])} trie nodes, accepted {lens['accepted']} "
                   f"= {lens['baseline']} baseline-alone"
                   + (f" + {lens['branches']} through tree branches" if lens["branches"] else "")
                   + f" + {lens['shifted']} shifted gain, "
                   f"draft {rec.get('draft_ms', 0):.1f} ms, verify {rec.get('verify_ms', 0):.1f} ms")
+    line = fates_line(fates, rec.get("budget") if isinstance(rec.get("budget"), dict) else None)
+    out = head + (f"<br><span class='rx-fates'>{escape(line)}</span>" if line else "")
+    if note:
+        out += f"<br><span class='rx-note'>★ {escape(note)}</span>"
+    return out
 
 
 def _chip(color: str, text: str, shape: str = "■") -> str:
@@ -120,13 +154,41 @@ def _chip(color: str, text: str, shape: str = "■") -> str:
 
 
 FIGURE_LEGEND = (
-    "<div class='rx-legend' style='font-size:12px'>grid: "
-    + " ".join([_chip(BASE_COLOR, "baseline g(0)"), _chip(D_COLORS[0], "attached g(d) (colour per d)"),
-                _chip("#c9ccd1", "discarded g(d)"), _chip("#111", "matching site", "○"),
-                _chip("#111", "chosen site", "□"), _chip("#a07800", "extension: beyond the native block", "▧")])
+    "<div class='rx-legend' style='font-size:12px'>grid rows: "
+    + " ".join([_chip(BASE_COLOR, "g(0): the baseline block"),
+                _chip(D_COLORS[0], "g(d) at t: shifted block d attached at baseline index t (colour per d, "
+                                   "name on the row)"),
+                _chip("#c9ccd1", "g(d) ✗ why: discarded (no site, rule, budget, depth); ✂ cut short"),
+                _chip("#1a9e50", "accepted cell", "□"), _chip("#111", "matching site", "○"),
+                _chip("#111", "chosen site (bold)", "◯"), _chip("#111", "also attached (rule all)", "◇"),
+                _chip("#111", "native position of g(d) (hover: its fate)", "│"),
+                _chip("#a07800", "past g(0)'s block: reached only through shifted blocks", "▧")])
     + "<br>trie: "
     + " ".join([_chip(BASE_COLOR, "baseline only", "●"), _chip(SHARED_COLOR, "shared by baseline and g(d)", "●"),
-                _chip(D_COLORS[0], "g(d) only (colour per d)", "●"), _chip("#1a9e50", "accepted path", "━"),
-                _chip(BONUS_COLOR, "bonus (target)", "★")])
+                _chip(D_COLORS[0], "g(d) only (colour per d; the branch's block named at its end)", "●"),
+                _chip("#1a9e50", "accepted path", "━"), _chip(BONUS_COLOR, "bonus (target)", "★"),
+                "<span>labels: the accepted path and each branch's first token; hover for the rest</span>"])
     + "</div>"
 )
+
+
+# The counterfactual totals (engine.analyses.counterfactual_summary), in plain words.
+CF_ROWS = (("rounds", "rounds replayed"), ("tau", "τ of the run"), ("counterfactual_tau", "τ with the other assembly"),
+           ("better", "rounds where it accepts more"), ("worse", "rounds where it accepts fewer"),
+           ("same", "rounds the same"), ("extra_drafts", "drafts gained (+) or lost (−) in all"),
+           ("cut", "rounds at the run's end (replay cut short: at least)"))
+
+
+def counterfactual_table(totals: dict) -> str:
+    """A small table: one column per replay (name: its summary, or {"unavailable": why})."""
+    names = list(totals)
+    head = "".join(f"<th>{escape(n)}</th>" for n in names)
+    rows = []
+    for key, label in CF_ROWS:
+        cells = "".join(f"<td>{escape(_fmt(v.get(key)) if 'unavailable' not in v else '–')}</td>"
+                        for v in totals.values())
+        rows.append(f"<tr><th>{escape(label)}</th>{cells}</tr>")
+    why = "".join(f"<div>{escape(n)}: {escape(str(v['unavailable']))}</div>"
+                  for n, v in totals.items() if "unavailable" in v)
+    return (f"<table class='rx-cf'><tr><th>counterfactual totals</th>{head}</tr>{''.join(rows)}</table>"
+            f"<div class='rx-status'>{why}</div>")

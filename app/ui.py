@@ -12,7 +12,7 @@ import gradio as gr
 
 from engine.options import MODES, RULES, SHIFTED_WORDS
 
-from . import plots, render, session
+from . import plots, render, session, views
 from .callbacks import Callbacks
 from .examples import example_prompts
 from .page import JS_PLOT, JS_TIMELINE, JS_TOKEN_CLICK, PLOT_TEMPLATE
@@ -71,7 +71,7 @@ def _text_panel(c: SimpleNamespace) -> None:
 
 
 def _inspector(c: SimpleNamespace, loader) -> None:
-    gr.Markdown("### Round inspector")
+    gr.Markdown("### Round inspector  <span class='rx-status'>(← → step rounds)</span>", elem_id="rx-inspector")
     with gr.Row():
         c.first_btn = gr.Button("|◀ first", size="sm", elem_id="rx-first", min_width=60)
         c.prev_btn = gr.Button("◀ prev", size="sm", elem_id="rx-prev", min_width=60)
@@ -111,16 +111,23 @@ def _compare(c: SimpleNamespace) -> None:
                 c.cmp_metrics = gr.HTML(render.metrics_view(None, status="no comparison yet"),
                                         elem_id="rx-cmp-metrics")
                 c.cmp_timeline, c.cmp_b_cf = plot("rx-cmp-timeline"), plot("rx-cmp-b-cf")
-        c.cmp_json = gr.JSON(label="Counterfactual totals", elem_id="rx-cmp-json")
+        c.cmp_table = gr.HTML("", elem_id="rx-cmp-table")
+        with gr.Accordion("Counterfactual totals as JSON", open=False):
+            c.cmp_json = gr.JSON(label="Counterfactual totals", elem_id="rx-cmp-json")
 
 
 def _analyses(c: SimpleNamespace) -> None:
-    with gr.Accordion("Analyses of the current run, or of the example traces pooled", open=False):
-        c.examples_btn = gr.Button("Analyse the example traces (pooled)", size="sm", elem_id="rx-ex-analyses")
+    with gr.Accordion("Analyses: the paper's Figure 2 and Tables 1, 5 and 8, of the current run or of the "
+                      "example traces pooled", open=False):
+        with gr.Row():
+            c.examples_btn = gr.Button("Analyse the example traces (pooled)", size="sm", elem_id="rx-ex-analyses")
+            c.current_btn = gr.Button("Back to the current run", size="sm", elem_id="rx-cur-analyses")
+        c.tables = gr.Markdown("", elem_id="rx-tables")
         with gr.Row():
             c.hist_plot = gr.Plot(plots.empty_figure("no run"), show_label=False, elem_id="rx-hist")
             c.gain_plot = gr.Plot(plots.empty_figure("no run"), show_label=False, elem_id="rx-gain")
-        c.analysis_json = gr.JSON(label="Analyses (engine.analyses)", elem_id="rx-analyses")
+        with gr.Accordion("Every analysis as JSON (engine.analyses)", open=False):
+            c.analysis_json = gr.JSON(label="Analyses (engine.analyses)", elem_id="rx-analyses")
         c.curve_btn = gr.Button("Budget curve of the tree modes on this prompt (τ and tokens/s against the node "
                                 "budget; 11 short runs)", size="sm", elem_id="rx-curve")
         c.curve_plot = gr.Plot(plots.empty_figure("no budget curve yet"), show_label=False, elem_id="rx-curve-plot")
@@ -162,7 +169,7 @@ def _wire_navigation(c: SimpleNamespace, cb: Callbacks) -> None:
     c.follow.input(lambda v, st: st.update(follow=bool(v)), [c.follow, c.state], None, api_name="follow", **fast,
                    **RAW)
     c.timeline_plot.click(cb.on_timeline_click, [c.state], nav, api_name="timeline_click", **fast)
-    c.text_box.click(cb.on_token_click, [c.state], nav, api_name="token_click", **fast)
+    c.text_box.click(cb.on_token_click, [c.state], nav + [c.token_no], api_name="token_click", **fast)
     c.token_go.click(cb.on_token_go, [c.token_no, c.state], nav, api_name="token_round", **fast, **RAW)
     c.play_btn.click(cb.on_play, [c.state], [c.timer, c.play_btn, c.follow], api_name="play", **fast)
     c.timer.tick(cb.on_tick, [c.state], nav + [c.timer, c.play_btn], api_name="play_tick", **fast)
@@ -179,14 +186,16 @@ def _wire_runs(c: SimpleNamespace, cb: Callbacks, view_out: list) -> None:
                       [c.curve_plot, c.analysis_json], api_name="budget_curve", **model)
     c.cmp_btn.click(cb.on_compare, cmp_inputs,
                     [c.state, c.cmp_metrics, c.cmp_timeline, c.cmp_a_metrics, c.cmp_a_timeline, c.cmp_a_cf,
-                     c.cmp_b_cf, c.cmp_json, c.metrics], api_name="compare", **model)
+                     c.cmp_b_cf, c.cmp_json, c.metrics, c.cmp_table], api_name="compare", **model)
 
 
 def _wire_traces(c: SimpleNamespace, cb: Callbacks, view_out: list) -> None:
     c.load_btn.upload(cb.on_upload, [c.load_btn, c.state], view_out, api_name="load_trace")
     c.example_trace.input(cb.on_example_trace, [c.example_trace, c.state], view_out, api_name="example_trace", **RAW)
-    c.examples_btn.click(cb.on_example_analyses, None, [c.analysis_json, c.hist_plot, c.gain_plot], queue=False,
-                         api_name="example_analyses")
+    c.examples_btn.click(cb.on_example_analyses, None, [c.analysis_json, c.hist_plot, c.gain_plot, c.tables],
+                         queue=False, api_name="example_analyses")
+    c.current_btn.click(cb.on_current_analyses, [c.state], [c.analysis_json, c.hist_plot, c.gain_plot, c.tables],
+                        queue=False, api_name="current_analyses")
     c.status_timer.tick(cb.on_status, None, [c.model_status, c.status_timer], show_progress="hidden",
                         api_name="model_status")
 
@@ -198,11 +207,23 @@ def build_ui(loader, sessions: session.Sessions | None = None) -> gr.Blocks:
     cb = Callbacks(loader, trace_choices, sessions)
     with gr.Blocks(title="ReAnchor Explorer", analytics_enabled=False) as demo:
         c = layout(loader, trace_choices, sessions)
-        view_out = [c.state, c.text_box, c.metrics, c.slider, c.caption, c.round_plot, c.timeline_plot,
-                    c.export_btn, c.analysis_json, c.hist_plot, c.gain_plot]
+        view_out = [c.state] + [getattr(c, name) for name in views.VIEW_OUTPUTS]
         _wire_navigation(c, cb)
         _wire_runs(c, cb, view_out)
         _wire_traces(c, cb, view_out)
         demo.load(cb.on_load, [c.state], view_out, api_name="show_example")
         demo.unload(cb.on_unload)
+    loader.on_done(lambda: status_settled(demo, c, loader))
     return demo
+
+
+def status_settled(demo: gr.Blocks, c: SimpleNamespace, loader) -> None:
+    """Once the model has loaded (or failed), a fresh page shows so at once: the status line's value and the
+    status timer are part of the page's config, built once (Gradio serves blocks.config to every page), so
+    both are set there too. Else every new page said "loading models… 1 s" until its timer's first tick."""
+    c.model_status.value, c.status_timer.active = loader.status(), False
+    for comp in (getattr(demo, "config", None) or {}).get("components", []):
+        if comp.get("id") == c.model_status._id:
+            comp["props"]["value"] = c.model_status.value
+        elif comp.get("id") == c.status_timer._id:
+            comp["props"]["active"] = False

@@ -6,7 +6,7 @@ import json
 
 import gradio as gr
 
-from . import analysis, plots, render, session
+from . import analysis, plots, records, render, session
 from .tokentext import trace_pieces
 
 MAX_PAYLOAD = 50 * 1024     # bytes of figure JSON per round update, the prefetched next round included
@@ -28,9 +28,13 @@ def round_outputs(state: dict, i: int, prefetch: bool = True):
         return 0, "No rounds to show.", plots.empty_figure("no round yet").to_json()
     i = session.clamp_round(trace, i)
     texts = trace.get("token_texts", {})
+    best = instructive(state)
 
     def part(k: int) -> tuple[str, str]:
-        return render.round_caption(rounds[k], k, len(rounds)), plots.round_figure(rounds[k], texts).to_json()
+        cap = records.depth_cap(trace, rounds[k])
+        note = f"The most instructive round: {best[1]}; the page opens here." if best and best[0] == k else None
+        return (render.round_caption(rounds[k], k, len(rounds), cap, note),
+                plots.round_figure_json(rounds[k], texts, depth_cap=cap))
 
     caption, fig = part(i)
     head = f'{{"key":{view_key(state)},"round":{i},"caption":{json.dumps(caption)},"fig":{fig},"next":'
@@ -40,6 +44,16 @@ def round_outputs(state: dict, i: int, prefetch: bool = True):
         if len(payload) <= MAX_PAYLOAD:  # else "next" asks the server (about 45 ms)
             return i, caption, payload
     return i, caption, head + "null}"
+
+
+def instructive(state: dict) -> tuple[int, str] | None:
+    """(round, why) the session's finished trace opens on (records.most_instructive), kept per trace."""
+    trace = state.get("trace")
+    if not trace or state.get("run") is not None:
+        return None
+    if state.get("best_of") != view_key(state):  # a key, not the trace: freeing the trace must free it all
+        state["best_of"], state["best"] = view_key(state), records.most_instructive(trace.get("rounds", []))
+    return state["best"]
 
 
 def slider(trace: dict | None, i: int | None = None):
@@ -65,7 +79,7 @@ def analyses(trace: dict | None):
     if not trace or not trace.get("rounds"):
         return {}, plots.empty_figure("no run"), plots.empty_figure("no run")
     res = analysis.compute(trace)
-    h, g = analysis.figures(res)
+    h, g = analysis.figures(res, "current run")
     return res, h, g
 
 
@@ -79,14 +93,40 @@ def timeline_json(trace: dict | None) -> str:
     return timeline(trace).to_json()
 
 
-def show_trace(state: dict, i: int = 0, status: str = ""):
-    """Everything that depends on the shown trace: text, metrics, slider, caption, figures, analyses."""
+def show_trace(state: dict, i: int | None = None, status: str = ""):
+    """Everything that depends on the shown trace: text, metrics, slider, caption, figures, analyses, the
+    example-trace box (its label, or empty for a run or a loaded trace), and the Compare panel (emptied
+    when the comparison it showed is gone). i=None: the most instructive round (round 0 without one)."""
     trace = state.get("trace")
+    if i is None:
+        i = (instructive(state) or (0, ""))[0]
     i, caption, fig = round_outputs(state, i)
     state["view"] = i
     res, h, g = analyses(trace)
+    tables = analysis.paper_tables(trace, "current run") if trace and trace.get("rounds") else ""
     return (state, text(trace), metrics(state, status), slider(trace, i), caption, fig, timeline_json(trace),
-            gr.update(value=state.get("trace_file"), interactive=bool(state.get("trace_file"))), res, h, g)
+            gr.update(value=state.get("trace_file"), interactive=bool(state.get("trace_file"))), res, h, g,
+            gr.update(value=state.get("example_label") if state.get("example") else None), tables,
+            *compare_reset(state))
+
+
+def compare_reset(state: dict) -> tuple:
+    """The Compare panel's outputs: emptied once, when the comparison it shows no longer belongs to the
+    trace shown; left as it is otherwise."""
+    if state.get("compare") is not None or not state.get("compare_shown"):
+        return (gr.skip(),) * len(COMPARE_OUTPUTS)
+    state["compare_shown"] = False
+    empty = plots.empty_figure("no comparison yet", 200)
+    return (render.metrics_view(None, status="no comparison yet"), empty,
+            render.metrics_view(None, status="this run"), empty, empty, empty, {}, "")
+
+
+# The Compare panel's components, in the order compare_views and compare_reset return them (app.ui).
+COMPARE_OUTPUTS = ("cmp_metrics", "cmp_timeline", "cmp_a_metrics", "cmp_a_timeline", "cmp_a_cf", "cmp_b_cf",
+                   "cmp_json", "cmp_table")
+# What show_trace returns after the state, by component name (app.ui wires them in this order).
+VIEW_OUTPUTS = ("text_box", "metrics", "slider", "caption", "round_plot", "timeline_plot", "export_btn",
+                "analysis_json", "hist_plot", "gain_plot", "example_trace", "tables") + COMPARE_OUTPUTS
 
 
 def run_name(trace: dict) -> str:
@@ -96,14 +136,17 @@ def run_name(trace: dict) -> str:
 
 def compare_views(state: dict):
     """Side by side: (comparison metrics, its timeline, this run's metrics, its timeline, the comparison's
-    assembly on this run's rounds, this run's assembly on the comparison's rounds, counterfactual totals)."""
+    assembly on this run's rounds, this run's assembly on the comparison's rounds, counterfactual totals,
+    the totals as a table). Both timelines share their axes, and both counterfactuals theirs."""
     a, b = state.get("trace"), state.get("compare")
     an, bn = run_name(a or {}), run_name(b or {})
     b_cfg, a_cfg = (b or {}).get("config") or {}, (a or {}).get("config") or {}
     a_cf, a_sum = analysis.counterfactual(a, b_cfg.get("mode"), b_cfg.get("rule"), f"comparison's {bn}")
     b_cf, b_sum = analysis.counterfactual(b, a_cfg.get("mode"), a_cfg.get("rule"), f"this run's {an}")
-    return (render.metrics_view(session.stats_of(b), status=f"comparison: {bn}"),
-            timeline(b, f"comparison: {bn}"),
-            render.metrics_view(session.stats_of(a), status=f"this run: {an}"),
-            timeline(a, f"this run: {an}"),
-            a_cf, b_cf, {f"{bn} on this run's rounds": a_sum, f"{an} on the comparison's rounds": b_sum})
+    b_tl, a_tl = timeline(b, f"comparison: {bn}"), timeline(a, f"this run: {an}")
+    plots.share_axes([a_tl, b_tl])
+    plots.share_axes([a_cf, b_cf])
+    totals = {f"{bn} on this run's rounds": a_sum, f"{an} on the comparison's rounds": b_sum}
+    return (render.metrics_view(session.stats_of(b), status=f"comparison: {bn}"), b_tl,
+            render.metrics_view(session.stats_of(a), status=f"this run: {an}"), a_tl,
+            a_cf, b_cf, totals, render.counterfactual_table(totals))

@@ -63,12 +63,13 @@ def test_round_figure_structure(traces):
         z = heat[0].z
         assert len(z) == 1 + len(r["shifted"])                       # g(0) and every g(d)
         assert [v is not None for v in z[0]][:L] == [True] * L        # baseline at depth 0..L-1
-        for row, b in zip(z[1:], r["shifted"]):
-            start = b["chosen"] if b["chosen"] is not None else b["d"]
+        for row, b, f in zip(z[1:], r["shifted"], records.block_fates(r)):
+            grey = f["fate"] != "attached"  # no site, the rule, or none of its tokens verified (budget)
+            assert grey == (b["chosen"] is None) or f["fate"] == "budget"
+            start = b["d"] if grey else b["chosen"]  # discarded: at its native index
             cells = [k for k, v in enumerate(row) if v is not None]
             assert cells == list(range(start, start + len(b["tokens"])))[: len(cells)]
             assert cells[0] == start
-            grey = b["chosen"] is None
             assert all((v == 1.5) == grey for v in row if v is not None)  # discarded blocks greyed
         # every trie node drawn once, at x = anchor_pos + depth
         node_traces = [d for d in fig.data if d.type == "scatter" and d.mode == "markers+text" and d.name != "bonus"]
@@ -79,10 +80,14 @@ def test_round_figure_structure(traces):
         assert len(acc.x) == len(r["accepted_nodes"]) + (0 if cut else 1)
         assert (any(d.name == "bonus" for d in fig.data)) == (not cut)
         sites = [d for d in fig.data if d.name == "matching site"]
-        n_sites = sum(len(b["sites"]) for b in r["shifted"])
+        # attached blocks only: their attached sites and at most MAX_OTHER_SITES others each (issue 15)
+        n_sites = sum(len([t for t in b["sites"] if t in b["attached"]])
+                      + min(plots.MAX_OTHER_SITES, len([t for t in b["sites"] if t not in b["attached"]]))
+                      for b, f in zip(r["shifted"], records.block_fates(r)) if f["fate"] == "attached")
         assert (len(sites[0].x) if sites else 0) == n_sites
         ext = [sh for sh in fig.layout.shapes if sh.type == "rect"]
-        assert ext and ext[0].x0 == s + L - 0.5
+        past = max(r["trie"]["depths"]) >= L  # the band only where the trie reaches past g(0)'s block
+        assert bool(ext) == past and (not ext or ext[0].x0 == s + L - 0.5)
 
 
 def test_figures_are_pure(traces):
@@ -94,6 +99,7 @@ def test_figures_are_pure(traces):
         b = plots.round_figure(r, t["token_texts"]).to_json()
         assert a == b
         assert r == before and t["token_texts"] == texts
+        assert json.loads(plots.round_figure_json(r, t["token_texts"])) == json.loads(a)  # the fast path
     assert plots.timeline_figure(t["rounds"]).to_json() == plots.timeline_figure(t["rounds"]).to_json()
 
 

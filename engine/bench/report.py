@@ -155,18 +155,24 @@ def table8(R: Results) -> list[str]:
                      f"{_pct(w(s, 'rate'))} ({_pct(w(s, 'rate_all'))})"] for s in R.sets + ["all"]])]
 
 
-def table1_figure2(R: Results, out: Path) -> list[str]:
+def table1(R: Results) -> list[str]:
     base = R.first("dflash", "reanchor")
     if not base:
         return []
     p = lambda s, k: R.stat(s, base, "post_rejection_agreement", k)  # noqa: E731
+    return [f"\n## Table 1: post-rejection agreement (`{base}` runs)\n",
+            _table(["set", "drafts after the first rejection", "equal to target top-1", "agreement"],
+                   [[s, p(s, "total"), p(s, "agree"), _pct(p(s, "rate"))] for s in R.sets + ["all"]])]
+
+
+def figure2(R: Results, link: str | None = None) -> list[str]:
+    """Figure 2's numbers: the full-block share per set (the histogram: `link`, write_figure's file), and
+    ReAnchor's gain by credited offset."""
     shown = R.having("dflash", "reanchor")
-    figure = write_figure(R.an, R.sets, shown, out)
-    md = [f"\n## Table 1: post-rejection agreement (`{base}` runs)\n",
-          _table(["set", "drafts after the first rejection", "equal to target top-1", "agreement"],
-                 [[s, p(s, "total"), p(s, "agree"), _pct(p(s, "rate"))] for s in R.sets + ["all"]]),
-          "\n## Figure 2: acceptance length (bonus included) and full-block share\n",
-          f"Histogram: [{figure}]({figure}).\n",
+    if not R.first("dflash", "reanchor"):
+        return []
+    md = ["\n## Figure 2: acceptance length (bonus included) and full-block share\n",
+          *([f"Histogram: [{link}]({link}).\n"] if link else []),
           _table(["set"] + [f"{l} full-block share" for l in shown],
                  [[s] + [_pct(R.stat(s, l, "full_block_share")) for l in shown] for s in R.sets + ["all"]])]
     if "reanchor" in R.labels:
@@ -177,6 +183,12 @@ def table1_figure2(R: Results, out: Path) -> list[str]:
                       [[gain.get("extra"), gain.get("in_block"), gain.get("beyond"), _f(gain.get("extra_per_round")),
                         ", ".join(f"{d}: {n}" for d, n in gain.get("by_d", {}).items())]])]
     return md
+
+
+def table1_figure2(R: Results, out: Path) -> list[str]:
+    if not R.first("dflash", "reanchor"):
+        return []
+    return table1(R) + figure2(R, write_figure(R.an, R.sets, R.having("dflash", "reanchor"), out))
 
 
 def budget_tables(R: Results) -> list[str]:
