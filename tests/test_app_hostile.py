@@ -441,7 +441,10 @@ def test_scripts_stream_and_show_as_written(app, scripted):
     prompt, out = _shown(result[TEXT])
     assert PROMPT in prompt and out == eng.models.tokenizer.decode((ids * 3)[:40])
     assert SCRIPT * 2 in out and "\ufffd" not in out[:-1]
-    assert any("你好" in _shown(s)[1] for s in streamed[:-1]), "a streamed update shows the characters"
+    # a streamed update (how many come depends on the machine's speed) shows the characters as written
+    live = [_shown(s)[1] for s in streamed[:-1]]
+    assert live and any(set(x) & set("你好世界שלום🎉") for x in live), live
+    assert all(x == out[:len(x)] or x[:-1] == out[:len(x) - 1] for x in live), (live, out)
 
 
 @pytest.mark.parametrize("args,message", [
