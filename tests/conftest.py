@@ -7,6 +7,21 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing may download at test time
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
+import pytest  # noqa: E402
 import torch  # noqa: E402
 
 torch.set_num_threads(1)  # tiny models: threads only add contention on a 2-core machine
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """The system's Chromium under Playwright, one per browser-test module (skips or fails as
+    app_fixtures.chromium_or_skip says when it is missing)."""
+    from app_fixtures import CHROMIUM_ARGS, chromium_or_skip
+
+    playwright_api = pytest.importorskip("playwright.sync_api")
+    path = chromium_or_skip()
+    with playwright_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=path, args=CHROMIUM_ARGS)
+        yield b
+        b.close()

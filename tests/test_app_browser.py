@@ -13,9 +13,9 @@ import time
 
 import pytest
 
-from app_fixtures import CHROMIUM_ARGS, OUTPUT, REPO, chromium_or_skip, launched_tiny_app
+from app_fixtures import OUTPUT, REPO, chromium_or_skip, launched_tiny_app
 
-playwright_api = pytest.importorskip("playwright.sync_api")
+pytest.importorskip("playwright.sync_api")  # the browser fixture (conftest.py) drives it
 
 PROMPT = "hi, j."
 LONG_PROMPT = "a b c d e f g"
@@ -25,15 +25,6 @@ LONG_PROMPT = "a b c d e f g"
 def app(tmp_path_factory):
     chromium_or_skip()
     yield from launched_tiny_app(tmp_path_factory)
-
-
-@pytest.fixture(scope="module")
-def browser():
-    path = chromium_or_skip()
-    with playwright_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=path, args=CHROMIUM_ARGS)
-        yield b
-        b.close()
 
 
 class Watched:

@@ -13,9 +13,9 @@ import re
 
 import pytest
 
-from app_fixtures import CHROMIUM_ARGS, OUTPUT, REPO, chromium_or_skip, launched_tiny_app
+from app_fixtures import OUTPUT, REPO, chromium_or_skip, launched_tiny_app
 
-playwright_api = pytest.importorskip("playwright.sync_api")
+pytest.importorskip("playwright.sync_api")  # the browser fixture (conftest.py) drives it
 
 VIEW = {"width": 1280, "height": 720}
 EXAMPLES = sorted((REPO / "assets" / "traces").glob("*.json"))
@@ -30,14 +30,6 @@ JS_PILLS = """() => [...document.querySelectorAll('[data-testid="status-tracker"
 def app(tmp_path_factory):
     chromium_or_skip()
     yield from launched_tiny_app(tmp_path_factory)
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with playwright_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=chromium_or_skip(), args=CHROMIUM_ARGS)
-        yield b
-        b.close()
 
 
 @pytest.fixture(scope="module")
