@@ -35,7 +35,6 @@ TOP_K = 32            # ranked candidates per position for trees: a rank-r node 
 AUTO_MAX_NODES = 96   # the tree the budget chooses from (the profile measures verify calls up to 128)
 
 if TYPE_CHECKING:
-    from .drafting import Drafts
     from .engine import Engine
 
 
@@ -124,10 +123,10 @@ def decode_round(eng: Engine, st: State, rc: RoundConfig, index: int) -> tuple[d
             sampled[node] = top1[node] if rc.temperature == 0 else eng.pick(logits[node], rc.temperature, st.gen)
         return sampled[node]
 
-    # 4. accept. Trees from the ranking are deterministic given the round (point masses: for them
-    # speculative sampling is sample-and-match), so only sampled chain drafts use their laws.
-    if rc.temperature > 0 and rc.acceptance == "speculative" and rc.mode not in TREE_MODES:
-        chain, bonus = speculative(paths, trie, logits, drafts, [0] + offsets, rc.temperature, st.gen)
+    # 4. accept. Drafts without a law (argmax drafts; trees, which are built from the ranking) are
+    # point masses, for which speculative sampling is sample-and-match: only sampled drafts use it.
+    if rc.temperature > 0 and rc.acceptance == "speculative" and drafts is not None and drafts.probs is not None:
+        chain, bonus = speculative(paths, trie, logits, drafts.probs, [0] + offsets, rc.temperature, st.gen)
     else:
         chain, bonus = accept(trie, target_token)
     eng.compact(st.cache, s, chain)  # keep only the accepted nodes' K/V
@@ -166,15 +165,14 @@ def fit_nodes(budget, paths, trie, facts, drafted: int):
     return trie, facts, why
 
 
-def speculative(paths: list, trie, logits: torch.Tensor, drafts: Drafts | None, sources: list[int],
+def speculative(paths: list, trie, logits: torch.Tensor, probs: torch.Tensor, sources: list[int],
                 T: float, gen: torch.Generator) -> tuple[list[int], int]:
     """Speculative sampling with p = the target's law at T at each node and q = the law each draft
-    was drawn from (row r of the drafter call drafted g(sources[r]); no law: a point mass)."""
+    was drawn from (row r of the drafter call drafted g(sources[r]): probs[r])."""
     row = {d: r for r, d in enumerate(sources)}
-    probs = drafts.probs if drafts is not None else None
-    law_of = (lambda d, j: probs[row[d], j - 1]) if probs is not None else (lambda d, j: None)
     return speculative_accept(trie, [p.source for p in paths], [p.draws for p in paths],
-                              lambda node: target_law(logits[node], T), law_of, TorchLaws(gen))
+                              lambda node: target_law(logits[node], T), lambda d, j: probs[row[d], j - 1],
+                              TorchLaws(gen))
 
 
 def head_notes(drafts, offsets: list[int]) -> dict:
