@@ -364,10 +364,12 @@ def test_cli_trains_sparse_then_trains_on_with_init_from(tmp_path):
     ev3 = run("--out", str(tmp_path / "d4"), "--eval-only", "--init-from", str(tmp_path / "d1"), "--eval-prompts", "3")
     assert ev3.returncode == 0 and "answers other prompts" in ev3.stdout and "(3 prompts" in ev3.stdout, ev3.stderr
     grow = run("--out", str(tmp_path / "d5"), "--steps", "1", "--no-gen", "--fresh", "--layers", "2",
-               "--init-from", str(tmp_path / "d1"))
+               "--init-from", str(tmp_path / "d1"), "--prompt-seed", "5")
     assert grow.returncode == 0 and "layers [1] added on top" in grow.stdout, grow.stderr[-2000:]
     log5 = json.loads((tmp_path / "d5" / "train_log.json").read_text())
     assert log5["evals"][0]["tau_sim"] == log1["evals"][-1]["tau_sim"]  # the grown drafter drafts as before
+    # --no-gen trains on the folder's responses: the card names the prompts they were made from, not --prompt-seed's
+    assert "seed=0)" in log5["data"]["prompt_set"], log5["data"]
     bad = run("--out", str(tmp_path / "d3"), "--steps", "1", "--no-gen", "--fresh", "--target-layers", "0,1,2",
               "--init-from", str(tmp_path / "d1"))
     assert bad.returncode == 2 and "error: init_from: " in bad.stderr and "does not fit" in bad.stderr

@@ -585,12 +585,15 @@ class Trainer:
         meta_path = self.data / "meta.json"
         meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
         shard = meta.get("shard_size") or a.shard_size or a.gen_batch  # shards must not move on resume
-        families = a.families.split(",") if a.families else None
         making = not a.no_gen and not a.eval_only
         if making:
             meta.update(shard_size=shard, **_data_settings(a))
             meta_path.write_text(json.dumps(meta))
-        train_prompts = build_prompts(a.prompts, a.prompt_seed, families=families)
+        # the prompts the folder's responses answer (its meta.json), whatever --prompt-seed says under --no-gen:
+        # the card names them, and the eval prompts are held out from them
+        self.made = made = {**_data_settings(a), **{k: meta[k] for k in _data_settings(a) if k in meta}}
+        families = made["families"].split(",") if made["families"] else None
+        train_prompts = build_prompts(a.prompts, made["prompt_seed"], families=families)
         picked, self.eval_tag = self._eval_prompts(train_prompts, families)
         self.eval_set_of, eval_prompts = [name for name, _ in picked], [p for _, p in picked]
         self.target.eval()
@@ -616,7 +619,8 @@ class Trainer:
             return picked, f"evalsets-{'_'.join(sets)}-n{a.eval_prompts}"
         from .prompts import heldout_prompts
 
-        return [("heldout", p) for p in heldout_prompts(a.eval_prompts, train_prompts, seed=a.prompt_seed + 10_000,
+        seed = self.made["prompt_seed"] + 10_000
+        return [("heldout", p) for p in heldout_prompts(a.eval_prompts, train_prompts, seed=seed,
                                                         families=families)], "eval"
 
     def load_data(self) -> bool:
@@ -634,12 +638,12 @@ class Trainer:
         self.greedy = [recs[i]["temperature"] == 0 for i in keep]
         self.eval_seqs = [((r["prompt_ids"] + r["response_ids"])[:a.max_len], len(r["prompt_ids"])) for r in eval_recs]
         n_tok = sum(len(s) - p for s, p in zip(self.seqs, self.plens))
-        n_sampled = sum(1 for r in recs if r["temperature"] > 0)
+        n_sampled, made = sum(1 for r in recs if r["temperature"] > 0), self.made
         self.data_info = {"sequences": len(self.seqs), "response_tokens": n_tok, "sampled": n_sampled,
                           "greedy": len(recs) - n_sampled, "eval_prompts": len(self.eval_seqs),
-                          "prompt_set": f"engine/train/prompts.py build_prompts({a.prompts}, seed={a.prompt_seed}"
-                                        + (f", families={a.families}" if a.families else "") + ")",
-                          "max_new_tokens": a.max_new_tokens, "temperature": a.temperature}
+                          "prompt_set": f"engine/train/prompts.py build_prompts({a.prompts}, seed={made['prompt_seed']}"
+                                        + (f", families={made['families']}" if made["families"] else "") + ")",
+                          "max_new_tokens": made["max_new_tokens"], "temperature": a.temperature}
         log(f"data: {len(self.seqs)} sequences, {n_tok} response tokens ({n_sampled} sampled), "
             f"{len(self.eval_seqs)} eval")
         return True
