@@ -57,6 +57,18 @@ def reference(tiny):
     return tmp / "single"
 
 
+SLOW = ("--max-new-tokens", "128", "--ignore-eos")   # ~1 s jobs (the tiny models stop after 2 tokens at 16,
+# a few ms): a killer polling every 5 ms sees each run of the job it waits for
+
+
+@pytest.fixture(scope="module")
+def reference_slow(tiny):
+    """The single-process bench with SLOW jobs."""
+    tmp, args = tiny
+    assert cli(["bench", *args, *SLOW, "--traces", "--out", str(tmp / "single-slow")]) == 0
+    return tmp / "single-slow"
+
+
 def sweep(tiny, out: str, *extra: str) -> tuple[int, Path]:
     tmp, args = tiny
     return cli(["bench", *args, "--ray", "local", "--out", str(tmp / out), *extra]), tmp / out
@@ -108,6 +120,19 @@ def descendants(pid: int) -> list[int]:
     return out
 
 
+def job_processes() -> list[tuple[int, bytes]]:
+    """(pid, title) of this test's Ray workers that are running a job (Ray titles them `ray::job NAME`)."""
+    out = []
+    for pid in descendants(os.getpid()):
+        try:
+            title = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if title.startswith(b"ray::job "):
+            out.append((pid, title))
+    return out
+
+
 class Killer(threading.Thread):
     """SIGKILLs the worker process decoding a given prompt (Ray names the process after the job it
     runs: `ray::job tiny/p3 (...)`), as many times as asked per prompt."""
@@ -118,11 +143,7 @@ class Killer(threading.Thread):
 
     def run(self) -> None:
         while any(self.left.values()) and not self.done.is_set():
-            for pid in descendants(os.getpid()):
-                try:
-                    title = Path(f"/proc/{pid}/cmdline").read_bytes()
-                except OSError:
-                    continue
+            for pid, title in job_processes():
                 job = next((j for j, n in self.left.items() if n and title.startswith(f"ray::job {j} ".encode())),
                            None)
                 if job:
@@ -131,7 +152,33 @@ class Killer(threading.Thread):
                     self.killed[job] += 1
                     while Path(f"/proc/{pid}/cmdline").exists() and Path(f"/proc/{pid}/cmdline").read_bytes():
                         time.sleep(0.01)  # gone (or a zombie: empty cmdline)
-            time.sleep(0.01)
+            time.sleep(0.005)
+
+
+class Freezer(threading.Thread):
+    """SIGSTOPs the (one) worker as soon as it starts any job but `first`: from then on no job can finish,
+    however slowly this thread or the driver runs. thaw() lets it go again."""
+
+    def __init__(self, first: str):
+        super().__init__(daemon=True)
+        self.first, self.pid, self.done = first, None, threading.Event()
+
+    def run(self) -> None:
+        while self.pid is None and not self.done.is_set():
+            for pid, title in job_processes():
+                if not title.startswith(f"ray::job {self.first} ".encode()):
+                    os.kill(pid, signal.SIGSTOP)
+                    self.pid = pid
+                    break
+            time.sleep(0.005)
+
+    def thaw(self) -> None:
+        self.done.set()
+        if self.pid is not None:
+            try:
+                os.kill(self.pid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
 
 
 def tcp_endpoints(pids: list[int]) -> list[tuple[str, str]]:
@@ -192,13 +239,13 @@ def test_ray_equals_single_process(tiny, cluster, reference):
     assert (out / "report.md").exists()
 
 
-def test_workers_killed_mid_job(tiny, cluster, reference):
+def test_workers_killed_mid_job(tiny, cluster, reference_slow):
     """Workers die in the middle of jobs (SIGKILL): a job killed once runs again on another worker; a job
     killed three times is given up and named in results.json; the sweep goes on; every other job is
     saved and counted exactly once, with the single-process run's tokens."""
     killer = Killer({"tiny/p3": 1, "tiny/p/1": 3})
     killer.start()
-    rc, out = sweep(tiny, "killed", "--workers", "2")
+    rc, out = sweep(tiny, "killed", "--workers", "2", *SLOW)
     killer.done.set()
     assert rc == 0 and killer.killed == {"tiny/p3": 1, "tiny/p/1": 3}
     res = results(out)
@@ -209,26 +256,32 @@ def test_workers_killed_mid_job(tiny, cluster, reference):
     assert sorted(r["job"].split(" ")[0] for r in retried) == ["tiny/p/1"] * 3 + ["tiny/p3"]
     assert [r["n"] for r in res["runs"]] == [3] * len(LABELS)            # p2, p3, p4, each once
     assert sum(w["jobs"] for w in res["config"]["sweep"]["workers"]) == 3
-    assert_same_as(reference, out, ids={"p2", "p3", "p4"})
+    assert_same_as(reference_slow, out, ids={"p2", "p3", "p4"})
     assert "p/1" in (out / "report.md").read_text()
 
 
 def test_resume_after_interrupt(tiny, cluster, reference):
-    """Ctrl-C after the first job: results of the finished jobs; --resume runs only the others."""
+    """Ctrl-C after the first job: results of the finished jobs; --resume runs only the others. The
+    worker is frozen (SIGSTOP) when it starts its second job, so Ctrl-C always comes mid-sweep."""
     tmp, _ = tiny
     out = tmp / "resumed"
+    freezer = Freezer("tiny/p/1")   # one worker takes the jobs in prompt order
 
     def interrupt_after_first_job():
-        while not any(len(list((out / "traces" / "tiny").glob(f"*/{p}.json"))) == len(LABELS)
-                      for p in ("p_1", "p2", "p3", "p4")):
+        while freezer.pid is None or not any(
+                len(list((out / "traces" / "tiny").glob(f"*/{p}.json"))) == len(LABELS)
+                for p in ("p_1", "p2", "p3", "p4")):
             time.sleep(0.01)
         os.kill(os.getpid(), signal.SIGINT)   # Ctrl-C: KeyboardInterrupt in the main thread
 
+    freezer.start()
     threading.Thread(target=interrupt_after_first_job, daemon=True).start()
     try:
         rc, _ = sweep(tiny, "resumed", "--workers", "1")
     except KeyboardInterrupt:
-        pytest.fail("Ctrl-C came after the sweep's loop: make the sweep longer")
+        pytest.fail("Ctrl-C came after the sweep's loop")
+    finally:
+        freezer.thaw()
     first = results(out)
     assert rc == 0 and first["config"]["interrupted"]
     finished = {p: p.stat().st_ino for p in (out / "traces").rglob("*.json")}

@@ -343,6 +343,56 @@ def test_train_variants_end_to_end(tmp_path):
     assert main(common + ["--no-gen", "--variant", "domino", "--out", str(tmp_path / "x")]) == 2  # no --init-from
 
 
+def test_head_rows_cache_is_reused_and_extended(tmp_path, monkeypatch):
+    """The heads' cached backbone rows (--data/head-rows/, a file per SEQS_PER_FILE sequences): another variant on
+    the same backbone, and a head trained on from its own export, read every file back; data added to --data adds
+    files for the new sequences only; the rows read back equal rows computed afresh with other file boundaries."""
+    import shutil
+
+    from engine.__main__ import main
+    from engine.train import variants as V
+
+    got = []
+    real = V.HeadTrainer.head_rows
+    monkeypatch.setattr(V.HeadTrainer, "head_rows", lambda self: got.append(real(self)) or got[-1])
+    target_dir, _ = save_tiny(tmp_path, "llama", 0)
+    common = ["train", "--target", str(target_dir), "--data", str(tmp_path / "data"), "--prompts", "8",
+              "--eval-prompts", "2", "--max-new-tokens", "12", "--gen-batch", "4", "--layers", "1", "--block-size", "4",
+              "--mask-id", "3", "--batch", "2", "--anchors", "4", "--max-minutes", "5", "--steps", "2"]
+    head = ["--no-gen", "--head-depth", "2", "--negatives", "8", "--head-rank", "8", "--gru-hidden", "16"]
+    assert main(common + ["--out", str(tmp_path / "dflash")]) == 0
+    monkeypatch.setattr(V, "SEQS_PER_FILE", 3)
+    cache = tmp_path / "data" / "head-rows"
+
+    def files() -> dict:
+        return {p.name: p.stat().st_mtime_ns for p in cache.glob("*.pt")}
+
+    def train(variant: str, init: str, data: str = "data") -> None:
+        assert main(common + head + ["--variant", variant, "--init-from", str(tmp_path / init), "--data",
+                                     str(tmp_path / data), "--out", str(tmp_path / f"{variant}-{len(got)}")]) == 0
+
+    train("domino", "dflash")
+    first = files()
+    n_seqs = json.loads((tmp_path / "domino-0" / "train_log.json").read_text())["data"]["sequences"]
+    assert len(first) == -(-n_seqs // 3) >= 2
+    train("dspark", "dflash")
+    train("domino", "domino-0")     # trained on: the same backbone, another head
+    assert files() == first         # read back, not rewritten
+    assert all(torch.equal(getattr(got[0], k), getattr(r, k)) for r in got[1:] for k in V.HeadRows.__dataclass_fields__)
+
+    shard = sorted((tmp_path / "data").glob("train-*.jsonl"))[0]
+    shutil.copy(shard, tmp_path / "data" / "train-99999.jsonl")   # more data, after the old
+    train("domino", "dflash")
+    grown = files()
+    assert {k: grown[k] for k in first} == first and len(grown) > len(first)
+    assert len(got[-1]) > len(got[0]) and torch.equal(got[-1].z[:len(got[0])], got[0].z)
+
+    shutil.copytree(tmp_path / "data", tmp_path / "fresh", ignore=shutil.ignore_patterns("head-rows"))
+    monkeypatch.setattr(V, "SEQS_PER_FILE", 5)   # other file boundaries, computed afresh
+    train("domino", "dflash", "fresh")
+    assert all(torch.equal(getattr(got[-1], k), getattr(got[-2], k)) for k in V.HeadRows.__dataclass_fields__)
+
+
 def test_head_loss_trains_the_head():
     """On cached rows, the head's loss falls when it overfits a few anchors, and only head weights get gradients."""
     from engine.train.variants import HeadRows, head_loss_rows

@@ -2,7 +2,9 @@
 
 domino, dspark   only a new sequential head (engine/models/variants.py) on the frozen --init-from DFlash
                  backbone. The backbone never changes, so its block states are computed once per
-                 (sequence, anchor) and cached (HeadRows, saved under --data); a step runs the head alone,
+                 (sequence, anchor) and cached (HeadRows, under --data/head-rows/, a file per 64 sequences named by
+                 the backbone's weights and the sequences: other heads on that backbone and data added later
+                 reuse them); a step runs the head alone,
                  teacher-forced on the response tokens:
                    rows     anchor p, block position k = 1..D (--head-depth), label x_{p+k}
                    logits   base_k + W2 u_k at the target's top-K tokens of row p+k-1 (--head-topk) and M shared
@@ -45,6 +47,7 @@ from .loss import head_loss, negatives
 from .main import Trainer, draft_forward, draft_matches, eval_tau, frozen_head, lineage_of, make_batch, rollout
 
 DEFAULT_TOPK = 16
+SEQS_PER_FILE = 64   # training sequences per head-rows cache file
 
 
 # ------------------------------------------------------------------------------------- head feature cache
@@ -81,7 +84,7 @@ def head_rows_of(drafter, feats, s: list[int], P: int, anchors: list[int], *, D:
         tids = ids[0, trow].long()
         blg = torch.einsum("ndh,ndkh->ndk", z.to(W.dtype), W[tids]).float()
         out.append(HeadRows(z.to(torch.bfloat16), tok, tids.int(), lg[0, trow].half(), blg.half()))
-    return HeadRows(*(torch.cat([getattr(r, k) for r in out]) for k in HeadRows.__dataclass_fields__))
+    return _cat(out)
 
 
 def head_loss_rows(drafter, rows: HeadRows, idx: torch.Tensor, W: torch.Tensor, *, gamma: float, n_neg: int,
@@ -115,14 +118,18 @@ def head_loss_rows(drafter, rows: HeadRows, idx: torch.Tensor, W: torch.Tensor, 
     return loss, hit[valid], k[valid]
 
 
-def _digest(folder: Path) -> str:
-    h = hashlib.sha1()
-    for f in sorted(folder.glob("model*.safetensors")):
-        h.update(f.name.encode())
-        h.update(str(f.stat().st_size).encode())
-        with open(f, "rb") as fh:
-            h.update(fh.read(1 << 20))
+def backbone_digest(drafter) -> str:
+    """A hash of the backbone's weights (all but the head's): the cached rows depend on nothing else of the drafter."""
+    head, h = {id(p) for p in drafter.head_parameters()}, hashlib.sha1()
+    for name, p in drafter.named_parameters():
+        if id(p) not in head:
+            h.update(name.encode())
+            h.update(p.detach().float().cpu().numpy().tobytes())
     return h.hexdigest()[:12]
+
+
+def _cat(parts: list[HeadRows]) -> HeadRows:
+    return HeadRows(*(torch.cat([getattr(r, k) for r in parts]) for k in HeadRows.__dataclass_fields__))
 
 
 # ---------------------------------------------------------------------------------------------- trainers
@@ -226,28 +233,41 @@ class HeadTrainer(VariantTrainer):
         self.rows = None if a.eval_only else self.head_rows()
 
     def head_rows(self) -> HeadRows:
-        """The cached rows of every training sequence (read back from --data when this backbone's are there)."""
+        """The cached rows of every training sequence, SEQS_PER_FILE sequences per file under --data/head-rows/,
+        each file named by what it depends on (the backbone's weights, the settings, its sequences): a run on the
+        same backbone (another variant, or this head trained on) reads them back, and data added to --data costs
+        only the new sequences' rows."""
         a = self.args
-        key = dict(backbone=_digest(Path(a.init_from)), D=a.head_depth, K=a.head_topk, anchors=a.head_anchors,
-                   seed=a.seed, seqs=len(self.seqs), tokens=sum(map(len, self.seqs)))
-        path = self.data / f"head-rows-{hashlib.sha1(json.dumps(key).encode()).hexdigest()[:12]}.pt"
-        if path.exists():
-            log(f"head rows: {path.name} (cached)")
-            return HeadRows(**torch.load(path, weights_only=True))
-        t0, parts, rng = time.time(), [], torch.Generator().manual_seed(a.seed)
-        for i, (s, P) in enumerate(zip(self.seqs, self.plens)):
-            anchors = list(range(P, len(s) - 1))
-            if a.head_anchors and len(anchors) > a.head_anchors:
-                anchors = sorted(torch.randperm(len(anchors), generator=rng)[:a.head_anchors].add(P).tolist())
-            parts.append(head_rows_of(self.drafter, self.feats, s, P, anchors, D=a.head_depth, W=self.W,
-                                      embed_w=self.embed_w, dtype=self.run_dtype(), autocast=self.autocast))
-            if (i + 1) % 100 == 0:
-                log(f"head rows: {i + 1}/{len(self.seqs)} sequences, {sum(map(len, parts))} anchors, "
-                    f"{time.time() - t0:.0f}s")
-        rows = HeadRows(*(torch.cat([getattr(r, k) for r in parts]) for k in HeadRows.__dataclass_fields__))
+        base = dict(backbone=backbone_digest(self.drafter), D=a.head_depth, K=a.head_topk, anchors=a.head_anchors,
+                    seed=a.seed)
+        folder = self.data / "head-rows"
+        folder.mkdir(exist_ok=True)
+        t0, parts, made = time.time(), [], 0
+        for c in range(0, len(self.seqs), SEQS_PER_FILE):
+            seqs, plens = self.seqs[c:c + SEQS_PER_FILE], self.plens[c:c + SEQS_PER_FILE]
+            key = hashlib.sha1(json.dumps({**base, "seqs": seqs, "plens": plens}).encode()).hexdigest()[:16]
+            path = folder / f"{key}.pt"
+            if path.exists():
+                parts.append(HeadRows(**torch.load(path, weights_only=True)))
+                continue
+            rng, rows = torch.Generator().manual_seed(a.seed * 1_000_003 + int(key[:8], 16)), []
+            for s, P in zip(seqs, plens):
+                anchors = list(range(P, len(s) - 1))
+                if a.head_anchors and len(anchors) > a.head_anchors:
+                    anchors = sorted(torch.randperm(len(anchors), generator=rng)[:a.head_anchors].add(P).tolist())
+                rows.append(head_rows_of(self.drafter, self.feats, s, P, anchors, D=a.head_depth, W=self.W,
+                                         embed_w=self.embed_w, dtype=self.run_dtype(), autocast=self.autocast))
+            part = _cat(rows)
+            tmp = path.with_suffix(".tmp")
+            torch.save({k: getattr(part, k) for k in HeadRows.__dataclass_fields__}, tmp)
+            tmp.replace(path)   # a killed run leaves no half-written file behind
+            parts.append(part)
+            made += 1
+            log(f"head rows: {c + len(seqs)}/{len(self.seqs)} sequences, {time.time() - t0:.0f}s")
+        rows = _cat(parts)
         self.timings["head_rows_s"] = round(time.time() - t0, 1)
-        torch.save({k: getattr(rows, k) for k in HeadRows.__dataclass_fields__}, path)
-        log(f"head rows: {len(rows)} anchors in {self.timings['head_rows_s']}s, saved as {path.name}")
+        log(f"head rows: {len(rows)} anchors, {made} of {len(parts)} files computed ({len(parts) - made} cached) "
+            f"in {self.timings['head_rows_s']}s")
         return rows
 
     def train_step(self):
