@@ -367,17 +367,18 @@ def test_head_rows_cache_is_reused_and_extended(tmp_path, monkeypatch):
     def files() -> dict:
         return {p.name: p.stat().st_mtime_ns for p in cache.glob("*.pt")}
 
-    def train(variant: str, init: str, data: str = "data") -> None:
+    def train(variant: str, init: str, data: str = "data", *extra: str) -> None:
         assert main(common + head + ["--variant", variant, "--init-from", str(tmp_path / init), "--data",
-                                     str(tmp_path / data), "--out", str(tmp_path / f"{variant}-{len(got)}")]) == 0
+                                     str(tmp_path / data), "--out", str(tmp_path / f"{variant}-{len(got)}"), *extra]) == 0
 
     train("domino", "dflash")
     first = files()
     n_seqs = json.loads((tmp_path / "domino-0" / "train_log.json").read_text())["data"]["sequences"]
     assert len(first) == -(-n_seqs // 3) >= 2
     train("dspark", "dflash")
-    train("domino", "domino-0")     # trained on: the same backbone, another head
+    train("domino", "domino-0", "data", "--head-rank", "4")   # trained on: the same backbone, another head
     assert files() == first         # read back, not rewritten
+    assert "Domino head (GRU state 16, rank 8, pure prefix 1)" in (tmp_path / "domino-2" / "README.md").read_text()
     assert all(torch.equal(getattr(got[0], k), getattr(r, k)) for r in got[1:] for k in V.HeadRows.__dataclass_fields__)
 
     shard = sorted((tmp_path / "data").glob("train-*.jsonl"))[0]

@@ -40,7 +40,7 @@ import torch
 import torch.nn.functional as F
 
 from ..errors import InputError
-from ..models.variants import variant_config, variant_name
+from ..models.variants import draft_value, variant_config, variant_name
 from ..paths import DRAFTERS
 from .data import log
 from .loss import head_loss, negatives
@@ -342,10 +342,13 @@ def variant_card(t: VariantTrainer, hw: str, final: bool) -> str:
     a, di = t.args, t.data_info
     ev = t.evals[-1] if t.evals else {}
     first = t.evals[0] if t.evals else {}
-    what = {"domino": f"Domino head (GRU state {a.gru_hidden}, rank {a.head_rank}, pure prefix {a.pure_prefix}) "
-                      "on the frozen backbone",
-            "dspark": f"DSpark head (Markov rank {a.head_rank}, confidence head) on the frozen backbone",
-            "opd": "the whole DFlash drafter, post-trained on policy (Draft-OPD)"}[a.variant]
+    cfg = t.drafter.config   # the head as built: a head trained on keeps its own shape, not the flags' defaults
+    what = {"domino": lambda: f"Domino head (GRU state {draft_value(cfg, 'gru_hidden_dim')}, rank "
+                              f"{draft_value(cfg, 'emb_dim')}, pure prefix {draft_value(cfg, 'pure_draft_prefix_len')}) "
+                              "on the frozen backbone",
+            "dspark": lambda: f"DSpark head (Markov rank {draft_value(cfg, 'markov_rank')}, confidence head) on the "
+                              "frozen backbone",
+            "opd": lambda: "the whole DFlash drafter, post-trained on policy (Draft-OPD)"}[a.variant]()
     rows = {"target": "SmolLM2-135M-Instruct (embedded GGUF, dequantised)", "trained": what,
             "backbone / start": a.init_from, "hardware": hw, "steps": t.step,
             "train wall time": f"{t.train_s / 60:.1f} min", "total wall time": f"{(time.time() - t.t_start) / 60:.1f} min",
