@@ -273,6 +273,8 @@ def test_resume_after_interrupt(tiny, cluster, reference):
                 for p in ("p_1", "p2", "p3", "p4")):
             time.sleep(0.01)
         os.kill(os.getpid(), signal.SIGINT)   # Ctrl-C: KeyboardInterrupt in the main thread
+        time.sleep(1.0)   # the driver stops polling within 0.5 s; then let the worker go, as the sweep's
+        freezer.thaw()    # cleanup (ray.kill) waits for a frozen worker
 
     freezer.start()
     threading.Thread(target=interrupt_after_first_job, daemon=True).start()
