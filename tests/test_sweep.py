@@ -304,6 +304,28 @@ def test_resume_after_interrupt(tiny, cluster, reference):
     assert_same_as(reference, out)
 
 
+def test_ctrl_c_is_a_flag_that_cannot_be_swallowed():
+    """Inside ctrl_c_sets, SIGINT sets the flag instead of raising: code that catches the KeyboardInterrupt (as
+    Ray's blocking calls can, inside their own loop) cannot lose it. A second Ctrl-C raises; outside, it raises."""
+    from engine.bench.sweep import ctrl_c_sets
+
+    flag = threading.Event()
+    with ctrl_c_sets(flag):
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.2)
+        except KeyboardInterrupt:   # what swallowed the Ctrl-C before
+            pass
+        assert flag.is_set()
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.2)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    with pytest.raises(KeyboardInterrupt):
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.2)
+
+
 def test_resume_refuses_other_settings(tiny, reference, capsys):
     """Traces made with other settings are not mixed in: one line naming the file and the setting,
     before any cluster starts."""

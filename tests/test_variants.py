@@ -422,3 +422,33 @@ def test_head_loss_trains_the_head():
         losses.append(loss.item())
     assert losses[-1] < 0.5 * losses[0] and len(hit) == len(k) == N * D
     assert all(p.grad is None for p in d.layers.parameters())
+
+
+def test_head_policy_floor_weighs_only_what_a_greedy_round_reaches():
+    """--head-policy-floor 0: a position past the head's first miss (drafts hit, hit, miss, hit) adds nothing to
+    the loss, the miss itself does; with the default 1 every position counts (the target law there moves it)."""
+    from engine.train.variants import HeadRows, head_loss_rows
+
+    m = tiny_variant_models("domino", 0, strength=1.0, out_scale=0.0)   # W2 = 0: the logits are the backbone's
+    d, W = m.drafter, m.target.get_output_embeddings().weight.detach()
+    d.use_target_embeddings(m.target.get_input_embeddings().weight.detach())
+    g = torch.Generator().manual_seed(1)
+    D, K, V = 5, 4, W.shape[0]
+    z = 0.01 * torch.randn(1, D, d.config.hidden_size, generator=g)
+    tids = torch.stack([torch.randperm(V, generator=g)[:K] for _ in range(D)])[None]
+    blg = torch.zeros(1, D, K)
+    blg[0, :, 0] = torch.tensor([30.0, 30.0, 30.0, -30.0, 30.0])   # k=1 is the pure prefix; the miss is at k=4
+    tlg = torch.tensor([4.0, 1.0, 0.0, 0.0]).expand(1, D, K).clone()
+
+    def loss(floor, at=None):
+        t = tlg.clone()
+        if at is not None:
+            t[0, at] = torch.tensor([0.0, 4.0, 1.0, 0.0])
+        rows = HeadRows(z.bfloat16(), torch.randint(4, V, (1, D + 1), generator=g), tids.int(), t.half(), blg.half())
+        return head_loss_rows(d, rows, torch.arange(1), W, gamma=4.0, n_neg=4, conf_weight=0.0,
+                              gen=torch.Generator().manual_seed(0), policy_floor=floor)[0].item()
+
+    assert loss(0.0, at=4) == pytest.approx(loss(0.0))        # past the miss: not reached
+    assert loss(0.0, at=3) != pytest.approx(loss(0.0))        # the miss: reached, trained
+    assert loss(1.0, at=4) != pytest.approx(loss(1.0))        # the default: every position
+    assert loss(0.5, at=4) != pytest.approx(loss(0.5))

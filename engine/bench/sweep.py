@@ -17,11 +17,14 @@ Only this module imports ray, and only once a sweep starts: the app and the sing
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import json
 import os
+import signal
 import socket
 import sys
+import threading
 import time
 from collections import Counter, deque
 from dataclasses import dataclass, field
@@ -196,6 +199,7 @@ class Sweep:
     retried: list = field(default_factory=list)
     lost: list = field(default_factory=list)
     restarting: dict = field(default_factory=dict)  # worker n -> (Worker, when to ask again if ready)
+    stopping: threading.Event = field(default_factory=threading.Event)   # Ctrl-C: stop handing out jobs
 
     def start(self, n: int, opts: dict, warm_prompt: str) -> None:
         cls = self.ray.remote(BenchWorker).options(max_restarts=WORKER_RESTARTS, **opts)
@@ -212,7 +216,7 @@ class Sweep:
             self.calls[w.actor.ready.remote()] = (w, None)
 
     def run(self, bar) -> None:
-        while self.queue or any(job for _, job in self.calls.values()):
+        while (self.queue or any(job for _, job in self.calls.values())) and not self.stopping.is_set():
             for w, t in list(self.restarting.values()):
                 if t <= time.monotonic():
                     del self.restarting[w.n]
@@ -368,18 +372,43 @@ def drive(sweep: Sweep, args, total: int, resumed: int) -> bool:
     sweep.ray = ray = connect(args.ray)
     bar = tqdm(total=total, initial=resumed, desc="jobs", unit="job", file=sys.stderr, dynamic_ncols=True)
     try:
-        sweep.start(*worker_options(ray, args), min((j.prompt for j in sweep.queue), key=len))
-        sweep.run(bar)
+        with ctrl_c_sets(sweep.stopping):
+            sweep.start(*worker_options(ray, args), min((j.prompt for j in sweep.queue), key=len))
+            sweep.run(bar)
     except KeyboardInterrupt:
-        print("\ninterrupted: writing the results of the jobs that finished (--resume runs the rest)",
-              file=sys.stderr)
-        return True
+        sweep.stopping.set()
     finally:
         bar.close()
         sweep.stop()
         if not was_up:
             ray.shutdown()
-    return False
+    if sweep.stopping.is_set():
+        print("\ninterrupted: writing the results of the jobs that finished (--resume runs the rest)",
+              file=sys.stderr)
+    return sweep.stopping.is_set()
+
+
+@contextlib.contextmanager
+def ctrl_c_sets(flag: threading.Event):
+    """SIGINT sets `flag` instead of raising KeyboardInterrupt, while inside. A KeyboardInterrupt raised
+    where it cannot propagate (a finaliser such as a dropped ObjectRef's, a callback from Ray's C++ side)
+    is printed and dropped: Ctrl-C then went unnoticed and the sweep ran to the end. A flag cannot be
+    dropped. A second Ctrl-C raises as usual. Outside the main thread (no handler can be set) signals
+    stay as they are."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_sigint(signum, frame):
+        if flag.is_set():
+            raise KeyboardInterrupt
+        flag.set()
+
+    before = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
 
 
 def _first_line(e: BaseException) -> str:

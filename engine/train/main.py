@@ -471,6 +471,8 @@ def _add_variant_args(g: argparse._ArgumentGroup) -> None:
     g.add_argument("--head-anchors", type=int, default=0, help="anchors per sequence in the head's feature cache "
                    "(0: every response position)")
     g.add_argument("--conf-weight", type=float, default=1.0, help="DSpark: weight of the confidence head's loss")
+    g.add_argument("--head-policy-floor", type=float, default=1.0, help="heads: the loss weight of block positions "
+                   "past the head's first miss (teacher-forced), which a greedy round never reaches (1: all alike)")
     g.add_argument("--opd-gamma", type=float, default=0.8, help="Draft-OPD: weight gamma^(o-1) of a rejected draft "
                    "at in-block offset o")
     g.add_argument("--opd-reject-weight", type=float, default=1.0, help="Draft-OPD: weight of the rejected stream")
@@ -490,6 +492,8 @@ def check_args(args: argparse.Namespace) -> None:
             raise InputError(name, f"{getattr(args, name)} is below {low}")
     if not 0 <= args.kl <= 1:
         raise InputError("kl", f"{args.kl} is not in [0, 1]")
+    if not 0 <= args.head_policy_floor <= 1:
+        raise InputError("head_policy_floor", f"{args.head_policy_floor} is not in [0, 1]")
     if not 0 <= args.sample_frac <= 1:
         raise InputError("sample_frac", f"{args.sample_frac} is not in [0, 1]")
     if args.loss_depth >= args.block_size:

@@ -10,7 +10,8 @@ domino, dspark   only a new sequential head (engine/models/variants.py) on the f
                    logits   base_k + W2 u_k at the target's top-K tokens of row p+k-1 (--head-topk) and M shared
                             negatives (--negatives): the 49152-wide head is never formed; the base logits at
                             the top-K are cached with the states, those at the negatives are z_k W[neg]^T
-                   loss     soft cross-entropy to the target's top-K distribution, weight exp(-(k-1)/gamma);
+                   loss     soft cross-entropy to the target's top-K distribution, weight exp(-(k-1)/gamma),
+                            times --head-policy-floor past the head's own first miss (on-policy, as Draft-OPD);
                             DSpark adds its confidence head: BCE(sigmoid(s_k), 1[the corrected argmax is the
                             target's]) x --conf-weight (greedy acceptance; the paper's label is 1 - TV at T=1)
                  W2 starts at zero, so step 0 drafts exactly as the backbone alone.
@@ -88,7 +89,7 @@ def head_rows_of(drafter, feats, s: list[int], P: int, anchors: list[int], *, D:
 
 
 def head_loss_rows(drafter, rows: HeadRows, idx: torch.Tensor, W: torch.Tensor, *, gamma: float, n_neg: int,
-                   conf_weight: float, gen: torch.Generator | None = None):
+                   conf_weight: float, gen: torch.Generator | None = None, policy_floor: float = 1.0):
     """(loss, hit per valid row, k per valid row) of the head on cached rows `idx` (module docstring)."""
     z, tok = rows.z[idx].float(), rows.tok[idx]
     tids, tlg, blg = rows.tids[idx].long(), rows.tlg[idx].float(), rows.blg[idx].float()
@@ -108,8 +109,13 @@ def head_loss_rows(drafter, rows: HeadRows, idx: torch.Tensor, W: torch.Tensor, 
     k = torch.arange(1, D + 1).expand(n, D)
     w = torch.exp(-(k - 1).float() / gamma) * valid
     corrected = (k > getattr(drafter, "pure_prefix", 0)).float()           # Domino's pure prefix has no head
-    w = w * corrected / (w * corrected).sum().clamp_min(1e-9)
     hit = logp.argmax(-1) == 0
+    if policy_floor < 1:
+        # on policy (Draft-OPD's accepted stream): a greedy round reaches position k only if the head's drafts
+        # 1..k-1 all hit, so positions past the first miss weigh policy_floor; the miss itself keeps full weight
+        reached = torch.cat([torch.ones_like(hit[:, :1]), hit[:, :-1]], 1).cumprod(1).float()
+        w = w * (policy_floor + (1 - policy_floor) * reached)
+    w = w * corrected / (w * corrected).sum().clamp_min(1e-9)
     loss = (-(q * logp[..., :K]).sum(-1) * w).sum()
     if getattr(drafter, "confidence_head", None) is not None and conf_weight > 0:
         s = drafter.confidence_logit(z, u)
@@ -274,7 +280,8 @@ class HeadTrainer(VariantTrainer):
         a = self.args
         idx = torch.randint(len(self.rows), (a.batch * self.n_anchors,), generator=self.row_gen)
         loss, hit, k = head_loss_rows(self.drafter, self.rows, idx, self.W, gamma=self.gamma, n_neg=a.negatives,
-                                      conf_weight=a.conf_weight if a.variant == "dspark" else 0.0, gen=self.row_gen)
+                                      conf_weight=a.conf_weight if a.variant == "dspark" else 0.0, gen=self.row_gen,
+                                      policy_floor=a.head_policy_floor)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(self.drafter.head_parameters(), 1.0)
         self.opt.step()
