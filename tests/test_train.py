@@ -370,6 +370,19 @@ def test_cli_trains_sparse_then_trains_on_with_init_from(tmp_path):
     assert log5["evals"][0]["tau_sim"] == log1["evals"][-1]["tau_sim"]  # the grown drafter drafts as before
     # --no-gen trains on the folder's responses: the card names the prompts they were made from, not --prompt-seed's
     assert "seed=0)" in log5["data"]["prompt_set"], log5["data"]
+    # --more-data: another folder's responses (another prompt seed) trained on too, each named on the card
+    assert run("--out", str(tmp_path / "d7"), "--gen-only", "--data", str(tmp_path / "data5"), "--prompt-seed",
+               "5").returncode == 0
+    n5 = sum(len(json.loads(x)["response_ids"]) >= 2 for f in (tmp_path / "data5").glob("train-*.jsonl")
+             for x in f.read_text().splitlines() if x.strip())
+    both = run("--out", str(tmp_path / "d7"), "--steps", "1", "--no-gen", "--fresh", "--init-from", str(tmp_path / "d1"),
+               "--more-data", str(tmp_path / "data5"))
+    assert both.returncode == 0, both.stderr[-2000:]
+    log7 = json.loads((tmp_path / "d7" / "train_log.json").read_text())
+    assert n5 > 0 and log7["data"]["sequences"] == log5["data"]["sequences"] + n5, (log7["data"], n5)
+    assert "build_prompts(8, seed=0) + build_prompts(8, seed=5)" in log7["data"]["prompt_set"], log7["data"]
+    nothing = run("--out", str(tmp_path / "d8"), "--no-gen", "--more-data", str(tmp_path / "d1"))
+    assert nothing.returncode == 2 and nothing.stderr.startswith("error: more_data: "), nothing.stderr[-2000:]
     bad = run("--out", str(tmp_path / "d3"), "--steps", "1", "--no-gen", "--fresh", "--target-layers", "0,1,2",
               "--init-from", str(tmp_path / "d1"))
     assert bad.returncode == 2 and "error: init_from: " in bad.stderr and "does not fit" in bad.stderr
@@ -378,7 +391,7 @@ def test_cli_trains_sparse_then_trains_on_with_init_from(tmp_path):
 @pytest.mark.parametrize("flags, field", [
     (["--loss-depth", "4", "--block-size", "4"], "loss_depth"), (["--head-topk", "8", "--kl", "0"], "head_topk"),
     (["--kl", "1.5"], "kl"), (["--anchors", "0"], "anchors"), (["--init-from", "/nonexistent"], "init_from"),
-    (["--families", "code,poetry"], "families")])
+    (["--families", "code,poetry"], "families"), (["--variant", "opd", "--head-topk", "64"], "head_topk")])
 def test_cli_bad_settings_exit_2_naming_the_option(flags, field):
     from engine.__main__ import main
     import contextlib

@@ -354,7 +354,12 @@ def test_head_rows_cache_is_reused_and_extended(tmp_path, monkeypatch):
 
     got = []
     real = V.HeadTrainer.head_rows
-    monkeypatch.setattr(V.HeadTrainer, "head_rows", lambda self: got.append(real(self)) or got[-1])
+    def every_row(self):   # the store, and all its rows gathered in order
+        store = real(self)
+        got.append(store.take(torch.arange(len(store))))
+        return store
+
+    monkeypatch.setattr(V.HeadTrainer, "head_rows", every_row)
     target_dir, _ = save_tiny(tmp_path, "llama", 0)
     common = ["train", "--target", str(target_dir), "--data", str(tmp_path / "data"), "--prompts", "8",
               "--eval-prompts", "2", "--max-new-tokens", "12", "--gen-batch", "4", "--layers", "1", "--block-size", "4",
@@ -394,6 +399,26 @@ def test_head_rows_cache_is_reused_and_extended(tmp_path, monkeypatch):
     assert all(torch.equal(getattr(got[-1], k), getattr(got[-2], k)) for k in V.HeadRows.__dataclass_fields__)
 
 
+def test_row_store_gathers_rows_across_cache_files_in_order(tmp_path):
+    """The memory-mapped store returns exactly the rows a joined copy would, for indices spanning files, in their
+    order, repeats included."""
+    from engine.train.variants import HeadRows, RowStore, _cat
+
+    g, parts, files = torch.Generator().manual_seed(0), [], []
+    for i, n in enumerate((5, 1, 7)):
+        r = HeadRows(torch.randn(n, 2, 3, generator=g).bfloat16(), torch.randint(-1, 9, (n, 3), generator=g),
+                     torch.randint(0, 9, (n, 2, 4), generator=g).int(), torch.randn(n, 2, 4, generator=g).half(),
+                     torch.randn(n, 2, 4, generator=g).half())
+        parts.append(r)
+        files.append(tmp_path / f"{i}.pt")
+        torch.save({k: getattr(r, k) for k in HeadRows.__dataclass_fields__}, files[-1])
+    store, joined = RowStore(files), _cat(parts)
+    idx = torch.tensor([12, 0, 5, 5, 6, 4, 11, 0, 3])
+    got = store.take(idx)
+    assert len(store) == 13
+    assert all(torch.equal(getattr(got, k), getattr(joined, k)[idx]) for k in HeadRows.__dataclass_fields__)
+
+
 def test_head_loss_trains_the_head():
     """On cached rows, the head's loss falls when it overfits a few anchors, and only head weights get gradients."""
     from engine.train.variants import HeadRows, head_loss_rows
@@ -415,7 +440,7 @@ def test_head_loss_trains_the_head():
     opt = torch.optim.Adam(params, lr=0.05)
     losses = []
     for _ in range(30):
-        loss, hit, k = head_loss_rows(d, rows, torch.arange(N), W, gamma=4.0, n_neg=4, conf_weight=0.0, gen=g)
+        loss, hit, k = head_loss_rows(d, rows, W, gamma=4.0, n_neg=4, conf_weight=0.0, gen=g)
         loss.backward()
         opt.step()
         opt.zero_grad()
@@ -445,7 +470,7 @@ def test_head_policy_floor_weighs_only_what_a_greedy_round_reaches():
         if at is not None:
             t[0, at] = torch.tensor([0.0, 4.0, 1.0, 0.0])
         rows = HeadRows(z.bfloat16(), torch.randint(4, V, (1, D + 1), generator=g), tids.int(), t.half(), blg.half())
-        return head_loss_rows(d, rows, torch.arange(1), W, gamma=4.0, n_neg=4, conf_weight=0.0,
+        return head_loss_rows(d, rows, W, gamma=4.0, n_neg=4, conf_weight=0.0,
                               gen=torch.Generator().manual_seed(0), policy_floor=floor)[0].item()
 
     assert loss(0.0, at=4) == pytest.approx(loss(0.0))        # past the miss: not reached

@@ -396,6 +396,8 @@ def add_args(p: argparse.ArgumentParser) -> None:
 def _add_data_args(g: argparse._ArgumentGroup) -> None:
     g.add_argument("--target", default="embedded", help="embedded (default) or a local HF folder")
     g.add_argument("--data", default=str(ROOT / "out" / "train-data"), help="response shards and train state")
+    g.add_argument("--more-data", default="", help="comma list of further --data folders whose responses are trained "
+                   "on too (read only: generation, eval shards, caches and state stay in --data)")
     g.add_argument("--prompts", type=int, default=6000, help="training prompts (engine/train/prompts.py)")
     g.add_argument("--prompt-seed", type=int, default=0)
     g.add_argument("--families", default="", help="comma list of prompt families (engine/train/prompts.py CATEGORIES; "
@@ -500,12 +502,18 @@ def check_args(args: argparse.Namespace) -> None:
         raise InputError("loss_depth", f"{args.loss_depth} leaves no room in a block of {args.block_size}")
     if args.head_topk and args.kl != 1:
         raise InputError("head_topk", "distils the target's distribution: it needs --kl 1")
+    if args.head_topk and args.variant == "opd":  # its rejected stream needs p_T of the drafter's own token
+        raise InputError("head_topk", "--variant opd scores the drafter's rejected token under the target's whole "
+                         "distribution: drop --head-topk")
     if args.eval_sets:
         from ..bench.sets import SETS
 
         bad = [x for x in args.eval_sets.split(",") if x not in SETS]
         if bad:
             raise InputError("eval_sets", f"unknown set {bad[0]!r} (one of {', '.join(SETS)})")
+    for folder in filter(None, args.more_data.split(",")):
+        if not any(Path(folder).glob("train-*.jsonl")) or not (Path(folder) / "meta.json").is_file():
+            raise InputError("more_data", f"{folder} holds no train-*.jsonl shards with their meta.json")
     if args.families:
         from .prompts import CATEGORIES
 
@@ -631,7 +639,9 @@ class Trainer:
         """The shards as training sequences (prompt + response, truncated to --max-len, with at least two response
         tokens) and eval sequences; False when there is nothing to train on (and not --eval-only)."""
         a = self.args
-        recs = [r for r in load_shards(self.data, "train") if len(r["response_ids"]) >= 2]
+        # --data first, then --more-data in order (the head-rows cache files follow that order)
+        folders = [self.data] + [Path(f) for f in filter(None, a.more_data.split(","))]
+        recs = [r for d in folders for r in load_shards(d, "train") if len(r["response_ids"]) >= 2]
         eval_recs = load_shards(self.data, self.eval_tag)[:len(self.eval_set_of)]
         if not recs and not a.eval_only:
             return False
@@ -643,10 +653,14 @@ class Trainer:
         self.eval_seqs = [((r["prompt_ids"] + r["response_ids"])[:a.max_len], len(r["prompt_ids"])) for r in eval_recs]
         n_tok = sum(len(s) - p for s, p in zip(self.seqs, self.plens))
         n_sampled, made = sum(1 for r in recs if r["temperature"] > 0), self.made
+        others = [json.loads((f / "meta.json").read_text()) for f in folders[1:]]
+
+        def prompt_set(m: dict) -> str:   # the prompts a folder's responses answer, as its meta.json records them
+            return (f"build_prompts({a.prompts}, seed={m.get('prompt_seed')}"
+                    + (f", families={m['families']}" if m.get("families") else "") + ")")
         self.data_info = {"sequences": len(self.seqs), "response_tokens": n_tok, "sampled": n_sampled,
                           "greedy": len(recs) - n_sampled, "eval_prompts": len(self.eval_seqs),
-                          "prompt_set": f"engine/train/prompts.py build_prompts({a.prompts}, seed={made['prompt_seed']}"
-                                        + (f", families={made['families']}" if made["families"] else "") + ")",
+                          "prompt_set": "engine/train/prompts.py " + " + ".join(map(prompt_set, [made] + others)),
                           "max_new_tokens": made["max_new_tokens"], "temperature": a.temperature}
         log(f"data: {len(self.seqs)} sequences, {n_tok} response tokens ({n_sampled} sampled), "
             f"{len(self.eval_seqs)} eval")
@@ -764,7 +778,8 @@ class Trainer:
     def save(self, final: bool = False) -> float:
         """Export (weights, model card, train_log.json) and the resumable train state; returns the seconds taken."""
         a, t = self.args, time.time()
-        hw = torch.cuda.get_device_name(self.dev) if self.cuda else f"CPU ({torch.get_num_threads()} threads)"
+        n = torch.get_num_threads()
+        hw = torch.cuda.get_device_name(self.dev) if self.cuda else f"CPU ({n} thread{'s' * (n != 1)})"
         card = self.card(hw, final)
         log_obj = {"args": vars(a) | {"func": None}, "lineage": self.lineage, "data": self.data_info,
                    "timings": self.timings, "steps": self.step, "train_s": round(self.train_s, 1),

@@ -88,11 +88,11 @@ def head_rows_of(drafter, feats, s: list[int], P: int, anchors: list[int], *, D:
     return _cat(out)
 
 
-def head_loss_rows(drafter, rows: HeadRows, idx: torch.Tensor, W: torch.Tensor, *, gamma: float, n_neg: int,
+def head_loss_rows(drafter, rows: HeadRows, W: torch.Tensor, *, gamma: float, n_neg: int,
                    conf_weight: float, gen: torch.Generator | None = None, policy_floor: float = 1.0):
-    """(loss, hit per valid row, k per valid row) of the head on cached rows `idx` (module docstring)."""
-    z, tok = rows.z[idx].float(), rows.tok[idx]
-    tids, tlg, blg = rows.tids[idx].long(), rows.tlg[idx].float(), rows.blg[idx].float()
+    """(loss, hit per valid row, k per valid row) of the head on a batch of cached rows (module docstring)."""
+    z, tok = rows.z.float(), rows.tok
+    tids, tlg, blg = rows.tids.long(), rows.tlg.float(), rows.blg.float()
     n, D, K = tids.shape
     valid = tok[:, 1:] >= 0
     neg = negatives(tids, W.shape[0], n_neg, gen)
@@ -136,6 +136,34 @@ def backbone_digest(drafter) -> str:
 
 def _cat(parts: list[HeadRows]) -> HeadRows:
     return HeadRows(*(torch.cat([getattr(r, k) for r in parts]) for k in HeadRows.__dataclass_fields__))
+
+
+class RowStore:
+    """The cache files' HeadRows, memory-mapped and gathered per step, never concatenated: the pages are the OS's,
+    shared by every trainer reading the same files (two heads on one 1 M-row cache) and dropped under pressure,
+    where each run's in-memory copy took 10 GB per 500 k rows and twice that while it was being joined."""
+
+    def __init__(self, files: list[Path]):
+        for f in files:   # read once in order, into the page cache: random page faults would slow the first steps
+            with open(f, "rb") as h:
+                while h.read(1 << 24):
+                    pass
+        self.parts = [HeadRows(**torch.load(f, weights_only=True, mmap=True)) for f in files]
+        self.starts = torch.tensor([0] + [len(p) for p in self.parts]).cumsum(0)
+
+    def __len__(self) -> int:
+        return int(self.starts[-1])
+
+    def take(self, idx: torch.Tensor) -> HeadRows:
+        """The rows `idx` (global, in that order)."""
+        f = torch.searchsorted(self.starts, idx, right=True) - 1
+        local, fields = idx - self.starts[f], HeadRows.__dataclass_fields__
+        out = {k: getattr(self.parts[0], k).new_empty((len(idx), *getattr(self.parts[0], k).shape[1:])) for k in fields}
+        for file in f.unique().tolist():
+            at = (f == file).nonzero()[:, 0]
+            for k in fields:
+                out[k][at] = getattr(self.parts[file], k)[local[at]]
+        return HeadRows(**out)
 
 
 # ---------------------------------------------------------------------------------------------- trainers
@@ -238,7 +266,7 @@ class HeadTrainer(VariantTrainer):
         self.row_gen = torch.Generator().manual_seed(a.seed)
         self.rows = None if a.eval_only else self.head_rows()
 
-    def head_rows(self) -> HeadRows:
+    def head_rows(self) -> RowStore:
         """The cached rows of every training sequence, SEQS_PER_FILE sequences per file under --data/head-rows/,
         each file named by what it depends on (the backbone's weights, the settings, its sequences): a run on the
         same backbone (another variant, or this head trained on) reads them back, and data added to --data costs
@@ -248,13 +276,13 @@ class HeadTrainer(VariantTrainer):
                     seed=a.seed)
         folder = self.data / "head-rows"
         folder.mkdir(exist_ok=True)
-        t0, parts, made = time.time(), [], 0
+        t0, files, made = time.time(), [], 0
         for c in range(0, len(self.seqs), SEQS_PER_FILE):
             seqs, plens = self.seqs[c:c + SEQS_PER_FILE], self.plens[c:c + SEQS_PER_FILE]
             key = hashlib.sha1(json.dumps({**base, "seqs": seqs, "plens": plens}).encode()).hexdigest()[:16]
             path = folder / f"{key}.pt"
+            files.append(path)
             if path.exists():
-                parts.append(HeadRows(**torch.load(path, weights_only=True)))
                 continue
             rng, rows = torch.Generator().manual_seed(a.seed * 1_000_003 + int(key[:8], 16)), []
             for s, P in zip(seqs, plens):
@@ -267,19 +295,18 @@ class HeadTrainer(VariantTrainer):
             tmp = path.with_suffix(".tmp")
             torch.save({k: getattr(part, k) for k in HeadRows.__dataclass_fields__}, tmp)
             tmp.replace(path)   # a killed run leaves no half-written file behind
-            parts.append(part)
             made += 1
             log(f"head rows: {c + len(seqs)}/{len(self.seqs)} sequences, {time.time() - t0:.0f}s")
-        rows = _cat(parts)
+        rows = RowStore(files)
         self.timings["head_rows_s"] = round(time.time() - t0, 1)
-        log(f"head rows: {len(rows)} anchors, {made} of {len(parts)} files computed ({len(parts) - made} cached) "
+        log(f"head rows: {len(rows)} anchors, {made} of {len(files)} files computed ({len(files) - made} cached) "
             f"in {self.timings['head_rows_s']}s")
         return rows
 
     def train_step(self):
         a = self.args
         idx = torch.randint(len(self.rows), (a.batch * self.n_anchors,), generator=self.row_gen)
-        loss, hit, k = head_loss_rows(self.drafter, self.rows, idx, self.W, gamma=self.gamma, n_neg=a.negatives,
+        loss, hit, k = head_loss_rows(self.drafter, self.rows.take(idx), self.W, gamma=self.gamma, n_neg=a.negatives,
                                       conf_weight=a.conf_weight if a.variant == "dspark" else 0.0, gen=self.row_gen,
                                       policy_floor=a.head_policy_floor)
         loss.backward()
