@@ -309,6 +309,15 @@ def test_ctrl_c_is_a_flag_that_cannot_be_swallowed():
     Ray's blocking calls can, inside their own loop) cannot lose it. A second Ctrl-C raises; outside, it raises."""
     from engine.bench.sweep import ctrl_c_sets
 
+    # a shell that starts pytest in the background (`cmd &`) hands it SIGINT ignored: start from Python's default
+    inherited = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        _ctrl_c_round_trip(ctrl_c_sets)
+    finally:
+        signal.signal(signal.SIGINT, inherited)
+
+
+def _ctrl_c_round_trip(ctrl_c_sets) -> None:
     flag = threading.Event()
     with ctrl_c_sets(flag):
         try:
