@@ -401,3 +401,27 @@ def test_cli_bad_settings_exit_2_naming_the_option(flags, field):
     with contextlib.redirect_stderr(err):
         assert main(["train", "--out", "/nonexistent/out", *flags]) == 2
     assert err.getvalue().startswith(f"error: {field}: "), err.getvalue()
+
+
+def test_train_state_is_per_out_folder(tmp_path, capsys):
+    """A run resumes its own state from --data, and only its own: a second run on the same data folder with another
+    --out (two learning rates side by side) starts fresh and does not overwrite the first one's state."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from tiny import save_tiny
+
+    from engine.__main__ import main
+
+    target_dir, _ = save_tiny(tmp_path, "llama", 0)
+    common = ["train", "--target", str(target_dir), "--data", str(tmp_path / "data"), "--prompts", "6",
+              "--eval-prompts", "0", "--max-new-tokens", "10", "--gen-batch", "3", "--layers", "1", "--block-size", "4",
+              "--mask-id", "3", "--batch", "2", "--anchors", "4", "--max-minutes", "5"]
+    steps = lambda out: json.loads((tmp_path / out / "train_log.json").read_text())["steps"]
+    assert main(common + ["--out", str(tmp_path / "a"), "--steps", "2"]) == 0
+    assert main(common + ["--out", str(tmp_path / "b"), "--steps", "1", "--no-gen"]) == 0
+    assert "resumed from" not in capsys.readouterr().out and steps("b") == 1   # not a's state
+    assert main(common + ["--out", str(tmp_path / "a"), "--steps", "3", "--no-gen"]) == 0
+    assert "at step 2" in capsys.readouterr().out and steps("a") == 3          # a's own, after b saved
+    assert len(list((tmp_path / "data").glob("train_state-*.pt"))) == 2

@@ -320,17 +320,18 @@ def test_train_variants_end_to_end(tmp_path):
               "--mask-id", "3", "--batch", "2", "--anchors", "4", "--max-minutes", "5", "--steps", "3"]
     assert main(common + ["--out", str(tmp_path / "dflash")]) == 0
     base = load_file(tmp_path / "dflash" / "model.safetensors")
-    for variant in ("domino", "dspark", "opd"):
-        out = tmp_path / variant
+    for variant, anchors in (("domino", ""), ("dspark", ""), ("opd", "random"), ("opd", "rollout")):
+        out = tmp_path / (variant + anchors)
         assert main(common + ["--no-gen", "--variant", variant, "--init-from", str(tmp_path / "dflash"), "--out", str(out),
-                              "--head-depth", "2", "--negatives", "8", "--head-rank", "8", "--gru-hidden", "16"]) == 0
+                              "--head-depth", "2", "--negatives", "8", "--head-rank", "8", "--gru-hidden", "16"]
+                    + (["--opd-anchors", anchors] if anchors else [])) == 0
         log = json.loads((out / "train_log.json").read_text())
         start = json.loads((tmp_path / "dflash" / "train_log.json").read_text())["evals"][-1]["tau_sim"]
         assert log["steps"] == 3 and log["final"] and log["evals"][-1]["by_set"]
         w = load_file(out / "model.safetensors")
         moved = [k for k in base if not torch.equal(w[k], base[k])]
         if variant == "opd":
-            assert moved and log["data"]["opd_sequences"] > 0
+            assert moved and log["data"]["opd_sequences"] > 0 and log["data"]["opd_anchors"] == anchors
         else:
             assert moved == [] and log["evals"][0]["tau_sim"] == start  # frozen backbone; a head that starts at zero
             assert any(k.startswith(("prefix_gru", "markov_head")) for k in w)
@@ -477,3 +478,66 @@ def test_head_policy_floor_weighs_only_what_a_greedy_round_reaches():
     assert loss(0.0, at=3) != pytest.approx(loss(0.0))        # the miss: reached, trained
     assert loss(1.0, at=4) != pytest.approx(loss(1.0))        # the default: every position
     assert loss(0.5, at=4) != pytest.approx(loss(0.5))
+
+
+def test_opd_accepted_is_the_greedy_prefix_that_matches():
+    """a = the number of leading offsets whose greedy draft is the label; a hit after the first miss counts not."""
+    from engine.train.variants import opd_accepted
+
+    V = 8
+    W = torch.eye(V)
+    # block 0: hit, hit, miss, hit -> 2; block 1: miss, hit -> 0; block 2: hit, hit (its sequence ended) -> 2
+    drafts = [[1, 2, 3, 4], [5, 6], [7, 1]]
+    labels = [[1, 2, 0, 4], [0, 6], [7, 1]]
+    hd = torch.cat([torch.eye(V)[d] for d in drafts])
+    block = torch.tensor([b for b, d in enumerate(drafts) for _ in d])
+    k = torch.tensor([j + 1 for d in drafts for j in range(len(d))])
+    acc = opd_accepted(hd, torch.tensor(sum(labels, [])), block, k, W, chunk=2)
+    assert acc.tolist() == [2] * 4 + [0] * 2 + [2] * 2
+
+
+def test_opd_loss_is_its_definition():
+    """Draft-OPD's loss against a plain autograd reference over full logits, block by block: the KL at offsets
+    1..a+1, gamma^a k3 at the first rejected draft, nothing past it; value and gradient."""
+    from engine.train.variants import opd_loss
+
+    torch.manual_seed(0)
+    V, Hd, Bk = 12, 6, 4
+    W = torch.randn(V, Hd)
+    ht = torch.randn(3 * (Bk - 1), Hd)
+    labels = (ht @ W.T).argmax(-1)           # greedy responses: the label is the target's argmax
+    hd = torch.randn_like(ht)
+    hd[0], hd[1], hd[3] = ht[0] * 3, ht[1] * 3, ht[3] * 3   # block 0 accepts 2 deep, block 1 at least 1
+    hd.requires_grad_(True)
+    block = torch.arange(3).repeat_interleave(Bk - 1)
+    k = torch.arange(1, Bk).repeat(3)
+    gamma, w_x = 0.7, 0.5
+    loss, hit = opd_loss(hd, ht, labels, block, k, W, gamma=gamma, reject_weight=w_x, chunk=5)
+    loss.backward()
+
+    ref_hd = hd.detach().clone().requires_grad_(True)
+    logq = torch.log_softmax(ref_hd @ W.T, -1)
+    logp = torch.log_softmax(ht @ W.T, -1)
+    terms, weights, accepted = [], [], []
+    for b in range(3):
+        rows = [r for r in range(len(k)) if block[r] == b]
+        a = 0
+        while a < len(rows) and logq[rows[a]].argmax() == labels[rows[a]]:
+            a += 1
+        accepted += [j < a for j in range(len(rows))]
+        for j in range(min(a + 1, len(rows))):
+            terms.append((logp[rows[j]].exp() * (logp[rows[j]] - logq[rows[j]])).sum())
+            weights.append(1.0)
+        if a < len(rows):
+            x = logq[rows[a]].argmax()
+            log_r = logp[rows[a], x] - logq[rows[a], x]
+            terms.append(log_r.exp() - log_r - 1)
+            weights.append(w_x * gamma ** a)
+    # the KL's value drops the target's entropy (a constant): compare gradients, and values up to that constant
+    ent = sum(-(logp[r].exp() * logp[r]).sum() for r in range(len(k)) if k[r] <= 1 + sum(
+        accepted[i] for i in range(len(k)) if block[i] == block[r]))
+    ref = sum(w * t for w, t in zip(weights, terms)) / sum(weights)
+    ref.backward()
+    assert hit.tolist() == accepted and sum(accepted) >= 3
+    assert loss.item() == pytest.approx((ref + ent / sum(weights)).item(), abs=1e-4)
+    assert torch.allclose(hd.grad, ref_hd.grad, atol=1e-5)

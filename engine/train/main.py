@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import hashlib
 import json
 import math
 import os
@@ -396,8 +397,9 @@ def add_args(p: argparse.ArgumentParser) -> None:
 def _add_data_args(g: argparse._ArgumentGroup) -> None:
     g.add_argument("--target", default="embedded", help="embedded (default) or a local HF folder")
     g.add_argument("--data", default=str(ROOT / "out" / "train-data"), help="response shards and train state")
-    g.add_argument("--more-data", default="", help="comma list of further --data folders whose responses are trained "
-                   "on too (read only: generation, eval shards, caches and state stay in --data)")
+    g.add_argument("--more-data", type=lambda v: [f for f in v.split(",") if f], default=[],
+                   help="comma list of further --data folders whose responses are trained on too (read only: "
+                        "generation, eval shards, caches and state stay in --data)")
     g.add_argument("--prompts", type=int, default=6000, help="training prompts (engine/train/prompts.py)")
     g.add_argument("--prompt-seed", type=int, default=0)
     g.add_argument("--families", default="", help="comma list of prompt families (engine/train/prompts.py CATEGORIES; "
@@ -478,6 +480,9 @@ def _add_variant_args(g: argparse._ArgumentGroup) -> None:
     g.add_argument("--opd-gamma", type=float, default=0.8, help="Draft-OPD: weight gamma^(o-1) of a rejected draft "
                    "at in-block offset o")
     g.add_argument("--opd-reject-weight", type=float, default=1.0, help="Draft-OPD: weight of the rejected stream")
+    g.add_argument("--opd-anchors", choices=("random", "rollout"), default="random", help="Draft-OPD: the blocks "
+                   "trained on: random anchors (a step costs about a DFlash step) or the rollout's own blocks (a "
+                   "draft at every anchor first)")
 
 
 def _data_settings(args: argparse.Namespace) -> dict:
@@ -511,7 +516,7 @@ def check_args(args: argparse.Namespace) -> None:
         bad = [x for x in args.eval_sets.split(",") if x not in SETS]
         if bad:
             raise InputError("eval_sets", f"unknown set {bad[0]!r} (one of {', '.join(SETS)})")
-    for folder in filter(None, args.more_data.split(",")):
+    for folder in args.more_data:
         if not any(Path(folder).glob("train-*.jsonl")) or not (Path(folder) / "meta.json").is_file():
             raise InputError("more_data", f"{folder} holds no train-*.jsonl shards with their meta.json")
     if args.families:
@@ -640,7 +645,7 @@ class Trainer:
         tokens) and eval sequences; False when there is nothing to train on (and not --eval-only)."""
         a = self.args
         # --data first, then --more-data in order (the head-rows cache files follow that order)
-        folders = [self.data] + [Path(f) for f in filter(None, a.more_data.split(","))]
+        folders = [self.data] + [Path(f) for f in a.more_data]
         recs = [r for d in folders for r in load_shards(d, "train") if len(r["response_ids"]) >= 2]
         eval_recs = load_shards(self.data, self.eval_tag)[:len(self.eval_set_of)]
         if not recs and not a.eval_only:
@@ -722,7 +727,10 @@ class Trainer:
             log(f"resumed from {self.state_path} at step {self.step} ({self.train_s:.0f}s trained)")
 
     def state_name(self) -> str:
-        return f"train_state-b{self.B}.pt"
+        """Per variant, block size and --out: two runs on one --data folder (two learning rates side by side)
+        must neither overwrite nor resume each other's state."""
+        out = hashlib.sha1(str(self.out.resolve()).encode()).hexdigest()[:8]
+        return f"train_state-{self.args.variant}-b{self.B}-{out}.pt"
 
     def run_dtype(self) -> torch.dtype:
         return torch.bfloat16 if self.amp else torch.float32

@@ -16,14 +16,21 @@ domino, dspark   only a new sequential head (engine/models/variants.py) on the f
                             target's]) x --conf-weight (greedy acceptance; the paper's label is 1 - TV at T=1)
                  W2 starts at zero, so step 0 drafts exactly as the backbone alone.
 opd              Draft-OPD (Lei et al. 2026): on-policy post-training of the whole --init-from DFlash drafter.
-                 The rollout is greedy speculative decoding with the current drafter; at T=0 it commits the
-                 target's own greedy response (losslessness), so it is replayed on those responses: the drafter's
-                 greedy drafts at every anchor (no grad), its acceptances, and the block boundaries they imply
-                 (main.rollout). Per rollout block at anchor p with a accepted drafts:
+                 At T=0 a rollout (greedy speculative decoding with the current drafter) commits the target's own
+                 greedy response (losslessness), so it is replayed on those responses. Per block at anchor p whose
+                 greedy drafts are accepted a deep (drafts 1..a are the response's tokens, draft a+1 is not):
                    response stream  KL(p_T || q) at offsets 1..a+1 (the accepted drafts and the correction)
                    rejected stream  the k3 reverse-KL estimate r - log r - 1, r = p_T(x) / q(x), at the first
                                     rejected draft x (offset a+1), weight gamma^a (--opd-gamma)
                    L = (sum_R KL + w_X sum_X gamma^a k3) / (N_R + w_X sum_X gamma^a),  w_X = --opd-reject-weight
+                 Offsets past a+1 are never verified in a round, so they get no loss: the head runs only on the
+                 ~1 + a rows per block that the two streams score, and a's greedy drafts are computed depth by
+                 depth, only for the blocks still accepted (opd_accepted).
+                 --opd-anchors picks the blocks. rollout: the rollout's own blocks (main.rollout), which costs a
+                 draft at every anchor of a sequence before each step (~2.5 s a sequence on one CPU thread).
+                 random (default): random anchors of the response, as DFlash training samples them, with a found
+                 in the training forward itself, so a step costs about a DFlash step. A T=0 rollout anchors at
+                 1 of every tau positions; random anchors weigh every position alike, the scoring is the same.
                  Draft-OPD scores single tokens (a Bernoulli forward KL); with the target's whole distribution at
                  hand the response stream uses the full KL. Later rejected drafts would each need a target pass
                  on the drafter's own wrong prefix: on the CPU only the first one, whose prefix is the target's, is
@@ -177,9 +184,6 @@ class VariantTrainer(Trainer):
             self.out = DRAFTERS / f"smollm2-135m-{args.variant}-b{self.B}"
         self.set_evals: dict[str, float] = {}
 
-    def state_name(self) -> str:
-        return f"train_state-{self.args.variant}-b{self.B}.pt"
-
     def evaluate(self) -> dict:
         """tau_sim per eval set and pooled over all of them (rounds-weighted, as the benchmark pools)."""
         t, per = time.time(), {}
@@ -317,6 +321,25 @@ class HeadTrainer(VariantTrainer):
         return {"k": k}, loss, hit
 
 
+@torch.no_grad()
+def opd_accepted(hd: torch.Tensor, labels: torch.Tensor, block: torch.Tensor, k: torch.Tensor, W: torch.Tensor,
+                 chunk: int) -> torch.Tensor:
+    """Per row, how deep its block's greedy drafts are accepted: a such that the drafts at offsets 1..a equal the
+    labels and the one at a+1 does not (a = the block's rows when all match). Depth by depth: only blocks still
+    accepted at offset d pay for the head's argmax there (~1.6 rows a block at tau 1.5, not B-1)."""
+    acc = torch.zeros(int(block.max()) + 1 if len(block) else 0, dtype=torch.long, device=hd.device)
+    alive = torch.ones_like(acc, dtype=torch.bool)
+    for d in range(1, int(k.max()) + 1 if len(k) else 1):
+        r = ((k == d) & alive[block]).nonzero()[:, 0]
+        if not len(r):
+            break
+        x = torch.cat([(hd[r[s:s + chunk]].to(W.dtype) @ W.T).argmax(-1) for s in range(0, len(r), chunk)])
+        hit = x == labels[r]
+        acc[block[r[hit]]] += 1
+        alive[block[r[~hit]]] = False
+    return acc[block]
+
+
 class OPDTrainer(VariantTrainer):
     """--variant opd: Draft-OPD on the greedy responses (module docstring)."""
 
@@ -330,45 +353,53 @@ class OPDTrainer(VariantTrainer):
         keep = [i for i, g in enumerate(self.greedy) if g]  # a T=0 rollout commits the target's greedy response
         self.seqs, self.plens = [self.seqs[i] for i in keep], [self.plens[i] for i in keep]
         self.data_info["opd_sequences"] = len(keep)
+        self.data_info["opd_anchors"] = self.args.opd_anchors
         return bool(keep)
 
     def next_batch(self):
-        """--batch greedy sequences and, per sequence, the current drafter's rollout blocks (at most --anchors of
-        them): (sequence indices, sequences, make_batch's tensors plus each row's block's accepted count)."""
+        """random: DFlash's batch (random anchors). rollout: --batch greedy sequences and, per sequence, at most
+        --anchors of the current drafter's rollout blocks."""
+        if self.args.opd_anchors == "random":
+            return super().next_batch()
         a, idx = self.args, self.next_indices()
         seqs, blocks = [self.seqs[i] for i in idx], []
         for i, s in zip(idx, seqs):
             match = draft_matches(self.drafter, self.feats, i, s, self.plens[i], head=self.head,
                                   embed_w=self.embed_w, dtype=self.run_dtype(), autocast=self.autocast)
             rounds = rollout(match.long().cumprod(dim=1).sum(dim=1).tolist(), self.plens[i], len(s))
-            blocks.append(sorted(self.rng.sample(rounds, min(len(rounds), self.n_anchors))))
-        batch = make_batch(seqs, [[p for p, _ in r] for r in blocks], block_size=self.B, mask_id=a.mask_id, gamma=1.0)
-        acc = torch.zeros(batch["anchors"].shape, dtype=torch.long)
-        for i, r in enumerate(blocks):
-            acc[i, :len(r)] = torch.tensor([x for _, x in r], dtype=torch.long)
-        batch["accepted"] = acc[batch["drow"] // (acc.shape[1] * self.B), batch["slot"]]
-        for key in ("anchors", "block_ids", "position_ids", "drow", "trow", "labels", "k", "accepted"):
+            blocks.append(sorted(p for p, _ in self.rng.sample(rounds, min(len(rounds), self.n_anchors))))
+        batch = make_batch(seqs, blocks, block_size=self.B, mask_id=a.mask_id, gamma=1.0)
+        for key in ("anchors", "block_ids", "position_ids", "drow", "trow", "labels", "k"):
             batch[key] = self._to_dev(batch[key])
         return idx, seqs, batch
 
     def loss(self, f, tgt, batch):
-        """The response stream's KL and the rejected stream's k3 estimate (module docstring)."""
-        a = self.args
         with self.autocast():
             h = draft_forward(self.drafter, self.embed_w, f, batch, self.run_dtype())
         H = h.shape[-1]
-        hd, ht = h.reshape(-1, H)[batch["drow"]], tgt[0].reshape(-1, H)[batch["trow"]]
-        k, acc = batch["k"], batch["accepted"]
-        resp, rej = k <= acc + 1, k == acc + 1        # accepted drafts + the correction; the first rejected draft
-        logq = torch.log_softmax((hd[rej].to(self.W.dtype) @ self.W.T).float(), -1)
-        x = logq.detach().argmax(-1)                  # the drafter's greedy token there
-        with torch.no_grad():
-            logp = torch.log_softmax((ht[rej].to(self.W.dtype) @ self.W.T).float(), -1).gather(-1, x[:, None])[:, 0]
-        gw = a.opd_gamma ** acc[rej].float() * a.opd_reject_weight * (x != batch["labels"][rej]).float()
-        Z = (resp.sum() + gw.sum()).clamp_min(1e-9)
-        loss_r, hit = head_loss(hd, ht, batch["labels"], resp.float() / Z, self.W, 1.0, self.chunk)
-        log_r = (logp - logq.gather(-1, x[:, None])[:, 0]).clamp(-20, 20)
-        return loss_r + ((log_r.exp() - log_r - 1).clamp(max=10) * gw).sum() / Z, hit
+        return opd_loss(h.reshape(-1, H)[batch["drow"]], tgt[0].reshape(-1, H)[batch["trow"]], batch["labels"],
+                        batch["drow"] // self.B, batch["k"], self.W, gamma=self.args.opd_gamma,
+                        reject_weight=self.args.opd_reject_weight, chunk=self.chunk)
+
+
+def opd_loss(hd: torch.Tensor, ht: torch.Tensor, labels: torch.Tensor, block: torch.Tensor, k: torch.Tensor,
+             W: torch.Tensor, *, gamma: float, reject_weight: float, chunk: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Draft-OPD's loss on a batch's rows (module docstring): the response stream's KL and the rejected stream's
+    k3 estimate; and per row whether the greedy round accepts its draft (k <= a: what record counts per offset,
+    the on-policy acceptance). Rows: drafter states hd, target states ht, labels, their block and offset k."""
+    acc = opd_accepted(hd, labels, block, k, W, chunk)
+    resp = (k <= acc + 1).nonzero()[:, 0]       # accepted drafts + the correction
+    rej = (k == acc + 1).nonzero()[:, 0]        # the first rejected draft (none where all were accepted)
+    logq = torch.log_softmax((hd[rej].to(W.dtype) @ W.T).float(), -1)
+    x = logq.detach().argmax(-1)                # the drafter's greedy token there (not the label, by a's rule)
+    with torch.no_grad():
+        logp = torch.log_softmax((ht[rej].to(W.dtype) @ W.T).float(), -1).gather(-1, x[:, None])[:, 0]
+    gw = gamma ** acc[rej].float() * reject_weight
+    Z = (len(resp) + gw.sum()).clamp_min(1e-9)
+    loss_r, _ = head_loss(hd[resp], ht[resp], labels[resp], torch.ones(len(resp), device=hd.device) / Z, W, 1.0,
+                          chunk)
+    log_r = (logp - logq.gather(-1, x[:, None])[:, 0]).clamp(-20, 20)
+    return loss_r + ((log_r.exp() - log_r - 1).clamp(max=10) * gw).sum() / Z, k <= acc
 
 
 def variant_card(t: VariantTrainer, hw: str, final: bool) -> str:
@@ -382,7 +413,8 @@ def variant_card(t: VariantTrainer, hw: str, final: bool) -> str:
                               "on the frozen backbone",
             "dspark": lambda: f"DSpark head (Markov rank {draft_value(cfg, 'markov_rank')}, confidence head) on the "
                               "frozen backbone",
-            "opd": lambda: "the whole DFlash drafter, post-trained on policy (Draft-OPD)"}[a.variant]()
+            "opd": lambda: f"the whole DFlash drafter, post-trained on policy (Draft-OPD, {a.opd_anchors} anchors, gamma "
+                           f"{a.opd_gamma}, rejected-stream weight {a.opd_reject_weight})"}[a.variant]()
     rows = {"target": "SmolLM2-135M-Instruct (embedded GGUF, dequantised)", "trained": what,
             "backbone / start": a.init_from, "hardware": hw, "steps": t.step,
             "train wall time": f"{t.train_s / 60:.1f} min", "total wall time": f"{(time.time() - t.t_start) / 60:.1f} min",
@@ -396,7 +428,7 @@ def variant_card(t: VariantTrainer, hw: str, final: bool) -> str:
     per_set = "\n".join(f"| {n} | {first.get('by_set', {}).get(n, '–')} | {v} |" for n, v in sets.items())
     return f"""# smollm2-135m-{a.variant}-b{t.B}
 
-A {a.variant} drafter for SmolLM2-135M-Instruct (the embedded target of ReAnchor Explorer): {what}.
+A {dict(domino="Domino", dspark="DSpark", opd="Draft-OPD")[a.variant]} drafter for SmolLM2-135M-Instruct (the embedded target of ReAnchor Explorer): {what}.
 Trained by `python -m engine train --variant {a.variant}` (engine/train/variants.py, whose docstring states the
 recipe). Load it like any drafter: `--drafter {t.out}` (the engine picks the class from config.json).
 
