@@ -391,7 +391,8 @@ def test_cli_trains_sparse_then_trains_on_with_init_from(tmp_path):
 @pytest.mark.parametrize("flags, field", [
     (["--loss-depth", "4", "--block-size", "4"], "loss_depth"), (["--head-topk", "8", "--kl", "0"], "head_topk"),
     (["--kl", "1.5"], "kl"), (["--anchors", "0"], "anchors"), (["--init-from", "/nonexistent"], "init_from"),
-    (["--families", "code,poetry"], "families"), (["--variant", "opd", "--head-topk", "64"], "head_topk")])
+    (["--families", "code,poetry"], "families"), (["--variant", "opd", "--head-topk", "64"], "head_topk"),
+    (["--variant", "opd", "--opd-suffix", "-1"], "opd_suffix")])
 def test_cli_bad_settings_exit_2_naming_the_option(flags, field):
     from engine.__main__ import main
     import contextlib

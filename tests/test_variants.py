@@ -320,11 +320,11 @@ def test_train_variants_end_to_end(tmp_path):
               "--mask-id", "3", "--batch", "2", "--anchors", "4", "--max-minutes", "5", "--steps", "3"]
     assert main(common + ["--out", str(tmp_path / "dflash")]) == 0
     base = load_file(tmp_path / "dflash" / "model.safetensors")
-    for variant, anchors in (("domino", ""), ("dspark", ""), ("opd", "random"), ("opd", "rollout")):
+    for variant, anchors, suffix in (("domino", "", 0), ("dspark", "", 0), ("opd", "random", 2), ("opd", "rollout", 0)):
         out = tmp_path / (variant + anchors)
         assert main(common + ["--no-gen", "--variant", variant, "--init-from", str(tmp_path / "dflash"), "--out", str(out),
                               "--head-depth", "2", "--negatives", "8", "--head-rank", "8", "--gru-hidden", "16"]
-                    + (["--opd-anchors", anchors] if anchors else [])) == 0
+                    + (["--opd-anchors", anchors, "--opd-suffix", str(suffix)] if anchors else [])) == 0
         log = json.loads((out / "train_log.json").read_text())
         start = json.loads((tmp_path / "dflash" / "train_log.json").read_text())["evals"][-1]["tau_sim"]
         assert log["steps"] == 3 and log["final"] and log["evals"][-1]["by_set"]
@@ -496,10 +496,16 @@ def test_opd_accepted_is_the_greedy_prefix_that_matches():
     assert acc.tolist() == [2] * 4 + [0] * 2 + [2] * 2
 
 
-def test_opd_loss_is_its_definition():
+@pytest.mark.parametrize("suffix", [0, 2])
+def test_opd_loss_is_its_definition(suffix):
     """Draft-OPD's loss against a plain autograd reference over full logits, block by block: the KL at offsets
-    1..a+1, gamma^a k3 at the first rejected draft, nothing past it; value and gradient."""
+    1..a+1, gamma^(o-1) k3 at the first rejected draft and the `suffix` next ones (those scored by the callback,
+    given the drafter's own earlier drafts), nothing past them; value and gradient."""
     from engine.train.variants import opd_loss
+
+    def wrong_prefix(blocks, acc, drafts):   # any function of the block, a and the drafter's prefix
+        j = torch.arange(drafts.shape[1])
+        return -(1 + blocks[:, None] + acc[:, None] + drafts.cumsum(1) % 5 + j).float() / 7
 
     torch.manual_seed(0)
     V, Hd, Bk = 12, 6, 4
@@ -512,13 +518,14 @@ def test_opd_loss_is_its_definition():
     block = torch.arange(3).repeat_interleave(Bk - 1)
     k = torch.arange(1, Bk).repeat(3)
     gamma, w_x = 0.7, 0.5
-    loss, hit = opd_loss(hd, ht, labels, block, k, W, gamma=gamma, reject_weight=w_x, chunk=5)
+    loss, hit = opd_loss(hd, ht, labels, block, k, W, gamma=gamma, reject_weight=w_x, chunk=5, suffix=suffix,
+                         suffix_logp=wrong_prefix)
     loss.backward()
 
     ref_hd = hd.detach().clone().requires_grad_(True)
     logq = torch.log_softmax(ref_hd @ W.T, -1)
     logp = torch.log_softmax(ht @ W.T, -1)
-    terms, weights, accepted = [], [], []
+    terms, weights, accepted, later = [], [], [], 0
     for b in range(3):
         rows = [r for r in range(len(k)) if block[r] == b]
         a = 0
@@ -528,16 +535,48 @@ def test_opd_loss_is_its_definition():
         for j in range(min(a + 1, len(rows))):
             terms.append((logp[rows[j]].exp() * (logp[rows[j]] - logq[rows[j]])).sum())
             weights.append(1.0)
-        if a < len(rows):
-            x = logq[rows[a]].argmax()
-            log_r = logp[rows[a], x] - logq[rows[a], x]
+        xs = [int(logq[r].argmax()) for r in rows[a:a + 1 + suffix]]   # the first rejected draft, then the suffix
+        for i, x in enumerate(xs):
+            r = rows[a + i]
+            lp = logp[r, x] if i == 0 else wrong_prefix(torch.tensor([b]), torch.tensor([a]),
+                                                        torch.tensor([xs + [-1] * (1 + suffix - len(xs))]))[0, i]
+            log_r = lp - logq[r, x]
             terms.append(log_r.exp() - log_r - 1)
-            weights.append(w_x * gamma ** a)
+            weights.append(w_x * gamma ** (a + i))
+            later += i > 0
     # the KL's value drops the target's entropy (a constant): compare gradients, and values up to that constant
     ent = sum(-(logp[r].exp() * logp[r]).sum() for r in range(len(k)) if k[r] <= 1 + sum(
         accepted[i] for i in range(len(k)) if block[i] == block[r]))
     ref = sum(w * t for w, t in zip(weights, terms)) / sum(weights)
     ref.backward()
     assert hit.tolist() == accepted and sum(accepted) >= 3
+    assert later == (3 if suffix else 0)   # suffix rows: offset 3 of block 1 (a = 1), offsets 2, 3 of block 2 (a = 0)
     assert loss.item() == pytest.approx((ref + ent / sum(weights)).item(), abs=1e-4)
     assert torch.allclose(hd.grad, ref_hd.grad, atol=1e-5)
+
+
+def test_suffix_logp_is_the_target_after_the_drafters_prefix():
+    """suffix_logp's one forward (the drafts appended behind a chain mask) against a plain causal forward of
+    seq[:start] ++ drafts[:j] for every block and j: the target's log-prob of drafts[j] there."""
+    from engine.train.variants import suffix_logp
+    from tiny import tiny_target
+
+    target = tiny_target("llama", vocab_size=19, seed=3, init=0.5)
+    target.config._attn_implementation = "sdpa"
+    W = target.get_output_embeddings().weight.detach()
+    g = torch.Generator().manual_seed(0)
+    seq = torch.randint(4, 19, (20,), generator=g).tolist()
+    starts = [3, 9, 9, 15]
+    drafts = torch.randint(4, 19, (4, 4), generator=g)
+    drafts[1, 2:] = -1          # a block near the sequence's end: fewer drafts
+    got = suffix_logp(target, seq, starts, drafts, W)
+    with torch.no_grad():
+        for b, q in enumerate(starts):
+            for j in range(1, 4):
+                if drafts[b, j] < 0:
+                    assert got[b, j] == 0
+                    continue
+                ids = torch.tensor([seq[:q] + drafts[b, :j].tolist()])
+                ref = torch.log_softmax(target(input_ids=ids).logits[0, -1].float(), -1)[drafts[b, j]]
+                assert got[b, j].item() == pytest.approx(ref.item(), abs=1e-4), (b, j)
+    assert (got[:, 0] == 0).all()

@@ -483,6 +483,10 @@ def _add_variant_args(g: argparse._ArgumentGroup) -> None:
     g.add_argument("--opd-anchors", choices=("random", "rollout"), default="random", help="Draft-OPD: the blocks "
                    "trained on: random anchors (a step costs about a DFlash step) or the rollout's own blocks (a "
                    "draft at every anchor first)")
+    g.add_argument("--opd-suffix", type=int, default=0, help="Draft-OPD: also score the N rejected drafts after the "
+                   "first one (its post-rejection suffix), each under the target's distribution after the drafter's "
+                   "own prefix: one more target pass per sequence and step (0: the first rejected draft only, the "
+                   "reference's default)")
 
 
 def _data_settings(args: argparse.Namespace) -> dict:
@@ -494,7 +498,7 @@ def check_args(args: argparse.Namespace) -> None:
     """Bad settings fail before the target loads, naming the option."""
     for name, low in (("layers", 1), ("block_size", 2), ("anchors", 1), ("batch", 1), ("prompts", 1),
                       ("max_new_tokens", 1), ("gen_batch", 1), ("max_len", 2), ("head_topk", 0), ("negatives", 0),
-                      ("loss_depth", 0), ("eval_prompts", 0), ("steps", 0)):
+                      ("loss_depth", 0), ("eval_prompts", 0), ("steps", 0), ("opd_suffix", 0)):
         if getattr(args, name) < low:
             raise InputError(name, f"{getattr(args, name)} is below {low}")
     if not 0 <= args.kl <= 1:

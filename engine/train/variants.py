@@ -21,20 +21,22 @@ opd              Draft-OPD (Lei et al. 2026): on-policy post-training of the who
                  greedy drafts are accepted a deep (drafts 1..a are the response's tokens, draft a+1 is not):
                    response stream  KL(p_T || q) at offsets 1..a+1 (the accepted drafts and the correction)
                    rejected stream  the k3 reverse-KL estimate r - log r - 1, r = p_T(x) / q(x), at the first
-                                    rejected draft x (offset a+1), weight gamma^a (--opd-gamma)
-                   L = (sum_R KL + w_X sum_X gamma^a k3) / (N_R + w_X sum_X gamma^a),  w_X = --opd-reject-weight
-                 Offsets past a+1 are never verified in a round, so they get no loss: the head runs only on the
-                 ~1 + a rows per block that the two streams score, and a's greedy drafts are computed depth by
-                 depth, only for the blocks still accepted (opd_accepted).
+                                    rejected draft x (offset a+1), and with --opd-suffix N at the next N drafts
+                                    too; weight gamma^(o-1) at offset o (--opd-gamma)
+                   L = (sum_R KL + w_X sum_X gamma^(o-1) k3) / (N_R + w_X sum_X gamma^(o-1)),  w_X = --opd-reject-weight
+                 Offsets past a+1 are never verified in a round, so they get no loss but the suffix's: the head
+                 runs only on the ~1 + a (+ N) rows per block that the two streams score, and a's greedy drafts are
+                 computed depth by depth, only for the blocks still accepted (opd_accepted).
                  --opd-anchors picks the blocks. rollout: the rollout's own blocks (main.rollout), which costs a
                  draft at every anchor of a sequence before each step (~2.5 s a sequence on one CPU thread).
                  random (default): random anchors of the response, as DFlash training samples them, with a found
                  in the training forward itself, so a step costs about a DFlash step. A T=0 rollout anchors at
                  1 of every tau positions; random anchors weigh every position alike, the scoring is the same.
                  Draft-OPD scores single tokens (a Bernoulli forward KL); with the target's whole distribution at
-                 hand the response stream uses the full KL. Later rejected drafts would each need a target pass
-                 on the drafter's own wrong prefix: on the CPU only the first one, whose prefix is the target's, is
-                 scored (Draft-OPD's `rejected_draft_first_token_only`).
+                 hand the response stream uses the full KL. The first rejected draft's prefix is the target's, so
+                 its p_T is in the cached target pass (the default, as Draft-OPD's `rejected_draft_first_token_only`).
+                 A later one's prefix holds the drafter's own rejected drafts: --opd-suffix appends those chains to
+                 the sequence in one more target forward per sequence (suffix_logp, a verification mask).
 """
 from __future__ import annotations
 
@@ -360,7 +362,8 @@ class OPDTrainer(VariantTrainer):
         """random: DFlash's batch (random anchors). rollout: --batch greedy sequences and, per sequence, at most
         --anchors of the current drafter's rollout blocks."""
         if self.args.opd_anchors == "random":
-            return super().next_batch()
+            idx, seqs, batch = super().next_batch()
+            return idx, seqs, {**batch, "seqs": seqs}   # the suffix's target pass runs on them
         a, idx = self.args, self.next_indices()
         seqs, blocks = [self.seqs[i] for i in idx], []
         for i, s in zip(idx, seqs):
@@ -371,35 +374,95 @@ class OPDTrainer(VariantTrainer):
         batch = make_batch(seqs, blocks, block_size=self.B, mask_id=a.mask_id, gamma=1.0)
         for key in ("anchors", "block_ids", "position_ids", "drow", "trow", "labels", "k"):
             batch[key] = self._to_dev(batch[key])
-        return idx, seqs, batch
+        return idx, seqs, {**batch, "seqs": seqs}
 
     def loss(self, f, tgt, batch):
         with self.autocast():
             h = draft_forward(self.drafter, self.embed_w, f, batch, self.run_dtype())
-        H = h.shape[-1]
+        H, n = h.shape[-1], batch["anchors"].shape[1]
+
+        def wrong_prefix(blocks, acc, drafts):   # block = sequence * n + slot (make_batch's drow // B)
+            out = torch.zeros(drafts.shape, device=drafts.device)
+            for i in blocks.div(n, rounding_mode="floor").unique().tolist():
+                sel = (blocks // n == i).nonzero()[:, 0]
+                starts = (batch["anchors"][i, blocks[sel] % n] + acc[sel] + 1).tolist()
+                out[sel] = suffix_logp(self.target, batch["seqs"][i], starts, drafts[sel], self.W).to(out.device)
+            return out
+
         return opd_loss(h.reshape(-1, H)[batch["drow"]], tgt[0].reshape(-1, H)[batch["trow"]], batch["labels"],
                         batch["drow"] // self.B, batch["k"], self.W, gamma=self.args.opd_gamma,
-                        reject_weight=self.args.opd_reject_weight, chunk=self.chunk)
+                        reject_weight=self.args.opd_reject_weight, chunk=self.chunk, suffix=self.args.opd_suffix,
+                        suffix_logp=wrong_prefix)
 
 
 def opd_loss(hd: torch.Tensor, ht: torch.Tensor, labels: torch.Tensor, block: torch.Tensor, k: torch.Tensor,
-             W: torch.Tensor, *, gamma: float, reject_weight: float, chunk: int) -> tuple[torch.Tensor, torch.Tensor]:
+             W: torch.Tensor, *, gamma: float, reject_weight: float, chunk: int, suffix: int = 0,
+             suffix_logp=None) -> tuple[torch.Tensor, torch.Tensor]:
     """Draft-OPD's loss on a batch's rows (module docstring): the response stream's KL and the rejected stream's
     k3 estimate; and per row whether the greedy round accepts its draft (k <= a: what record counts per offset,
-    the on-policy acceptance). Rows: drafter states hd, target states ht, labels, their block and offset k."""
+    the on-policy acceptance). Rows: drafter states hd, target states ht, labels, their block and offset k.
+    suffix > 0 also scores that many drafts after the first rejected one: suffix_logp(blocks, a, drafts) gives,
+    per block, the target's log-prob of drafts[:, j] after the prefix ending in drafts[:, :j] (j >= 1; -1 = none)."""
     acc = opd_accepted(hd, labels, block, k, W, chunk)
-    resp = (k <= acc + 1).nonzero()[:, 0]       # accepted drafts + the correction
-    rej = (k == acc + 1).nonzero()[:, 0]        # the first rejected draft (none where all were accepted)
+    resp = (k <= acc + 1).nonzero()[:, 0]                       # accepted drafts + the correction
+    rej = ((k > acc) & (k <= acc + 1 + suffix)).nonzero()[:, 0]  # the first rejected draft, then the suffix
     logq = torch.log_softmax((hd[rej].to(W.dtype) @ W.T).float(), -1)
     x = logq.detach().argmax(-1)                # the drafter's greedy token there (not the label, by a's rule)
+    j = k[rej] - acc[rej] - 1                   # 0: the first rejected draft, whose prefix is the target's
     with torch.no_grad():
-        logp = torch.log_softmax((ht[rej].to(W.dtype) @ W.T).float(), -1).gather(-1, x[:, None])[:, 0]
-    gw = gamma ** acc[rej].float() * reject_weight
+        first = (j == 0).nonzero()[:, 0]
+        logp = torch.zeros(len(rej), device=hd.device)
+        logp[first] = torch.log_softmax((ht[rej[first]].to(W.dtype) @ W.T).float(), -1).gather(
+            -1, x[first, None])[:, 0]
+        if suffix:
+            blocks, inv = block[rej].unique(return_inverse=True)
+            drafts = torch.full((len(blocks), suffix + 1), -1, dtype=torch.long, device=hd.device)
+            drafts[inv, j] = x
+            a_of = torch.zeros_like(blocks)
+            a_of[inv] = acc[rej]
+            later = (j > 0).nonzero()[:, 0]
+            logp[later] = suffix_logp(blocks, a_of, drafts).to(logp.device)[inv[later], j[later]]
+    gw = gamma ** (k[rej] - 1).float() * reject_weight   # gamma^(o-1) at offset o: gamma^a at the first rejected
     Z = (len(resp) + gw.sum()).clamp_min(1e-9)
     loss_r, _ = head_loss(hd[resp], ht[resp], labels[resp], torch.ones(len(resp), device=hd.device) / Z, W, 1.0,
                           chunk)
     log_r = (logp - logq.gather(-1, x[:, None])[:, 0]).clamp(-20, 20)
     return loss_r + ((log_r.exp() - log_r - 1).clamp(max=10) * gw).sum() / Z, k <= acc
+
+
+@torch.no_grad()
+def suffix_logp(target, seq: list[int], starts: list[int], drafts: torch.Tensor, W: torch.Tensor) -> torch.Tensor:
+    """The target's log-prob of each block's later rejected drafts under the drafter's own prefix, for one sequence
+    (one forward): block b's first rejected draft drafts[b, 0] sits at position starts[b] (its prefix seq[:starts[b]]
+    is the target's), and drafts[b, j] (j >= 1, -1 = none) is scored after seq[:starts[b]] ++ drafts[b, :j].
+    The drafts become extra query tokens after the sequence, each seeing its block's prefix and earlier drafts only
+    (the verification mask of a chain). Returns drafts' shape in float, column 0 and missing entries 0."""
+    dev, n = W.device, len(seq)
+    toks, pos, blk, col = [], [], [], []
+    for b, (q, row) in enumerate(zip(starts, drafts.tolist())):
+        L = next((i for i, t in enumerate(row) if t < 0), len(row))   # drafts present (a prefix of the row)
+        for i in range(L - 1):                                        # the last draft is only scored, never input
+            toks.append(row[i]), pos.append(q + i), blk.append(b), col.append(i + 1)
+    out = torch.zeros(drafts.shape, device=dev)
+    if not toks:
+        return out
+    m = len(toks)
+    pos_t, blk_t = torch.tensor(pos, device=dev), torch.tensor(blk, device=dev)
+    start_t = torch.tensor(starts, device=dev)[blk_t]
+    seen_seq = torch.arange(n, device=dev)[None, :] < start_t[:, None]                     # (m, n)
+    seen_own = (blk_t[:, None] == blk_t[None, :]) & (pos_t[None, :] <= pos_t[:, None])     # (m, m)
+    visible = torch.zeros(n + m, n + m, dtype=torch.bool, device=dev)
+    visible[:n, :n] = torch.ones(n, n, dtype=torch.bool, device=dev).tril()
+    visible[n:, :n], visible[n:, n:] = seen_seq, seen_own
+    dt = next(target.parameters()).dtype
+    mask = torch.zeros(1, 1, n + m, n + m, dtype=dt, device=dev).masked_fill_(~visible[None, None], torch.finfo(dt).min)
+    ids = torch.tensor([seq + toks], device=dev)
+    positions = torch.cat([torch.arange(n, device=dev), pos_t])[None]
+    h = target.model(input_ids=ids, position_ids=positions, attention_mask=mask, use_cache=False).last_hidden_state
+    logp = torch.log_softmax((h[0, n:].to(W.dtype) @ W.T).float(), -1)
+    col_t = torch.tensor(col, device=dev)
+    out[blk_t, col_t] = logp.gather(-1, drafts[blk_t, col_t, None].to(dev))[:, 0]
+    return out
 
 
 def variant_card(t: VariantTrainer, hw: str, final: bool) -> str:
@@ -414,7 +477,8 @@ def variant_card(t: VariantTrainer, hw: str, final: bool) -> str:
             "dspark": lambda: f"DSpark head (Markov rank {draft_value(cfg, 'markov_rank')}, confidence head) on the "
                               "frozen backbone",
             "opd": lambda: f"the whole DFlash drafter, post-trained on policy (Draft-OPD, {a.opd_anchors} anchors, gamma "
-                           f"{a.opd_gamma}, rejected-stream weight {a.opd_reject_weight})"}[a.variant]()
+                           f"{a.opd_gamma}, rejected-stream weight {a.opd_reject_weight}, post-rejection suffix "
+                           f"{a.opd_suffix})"}[a.variant]()
     rows = {"target": "SmolLM2-135M-Instruct (embedded GGUF, dequantised)", "trained": what,
             "backbone / start": a.init_from, "hardware": hw, "steps": t.step,
             "train wall time": f"{t.train_s / 60:.1f} min", "total wall time": f"{(time.time() - t.t_start) / 60:.1f} min",
