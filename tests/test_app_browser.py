@@ -52,10 +52,24 @@ class Watched:
             "p => (document.querySelector('#rx-caption')?.innerText || '').trim().startsWith(p)",
             arg=prefix, timeout=timeout)
 
-    def wait_model(self) -> None:
-        self.page.wait_for_function(
-            "() => (document.querySelector('#rx-model-status')?.innerText || '').includes('ready')",
-            timeout=120000)
+    def wait_model(self, app=None) -> None:
+        """Until the page's status line says ready; one that says failed, or a timeout, fails at once with what the
+        page showed, what the server's status says now and the app's log (`app`: its AppProcess)."""
+        try:
+            self.page.wait_for_function(
+                "() => /ready|failed/.test(document.querySelector('#rx-model-status')?.innerText || '')",
+                timeout=120000)
+            shown = self.page.inner_text("#rx-model-status")
+        except Exception as e:   # noqa: BLE001 (playwright's TimeoutError)
+            shown = f"{self.page.inner_text('#rx-model-status')!r} after {type(e).__name__}"
+        if "ready" in shown and "failed" not in shown:
+            return
+        server = log = "?"
+        if app is not None:
+            from gradio_client import Client
+
+            server, log = Client(app.url, verbose=False).predict(api_name="/model_status")[0], app.log()[-3000:]
+        raise AssertionError(f"the model status line shows {shown}; the server says {server!r}; app log:\n{log}")
 
     def run(self, prompt: str, max_new: int = 40) -> None:
         self.page.fill("#rx-prompt textarea", prompt)
@@ -113,7 +127,7 @@ def test_run_stream_inspect_in_browser(app, browser):
     # the example trace (embedded model) is shown before anything runs
     if list((REPO / "assets" / "traces").glob("*.json")):
         pg.wait_for_selector("#rx-round-plot .js-plotly-plot", timeout=30000)
-    w.wait_model()
+    w.wait_model(app)
     # text streams: count the text view's updates during the run
     pg.evaluate("""() => { window.__textUpdates = 0;
         new MutationObserver(() => window.__textUpdates++).observe(
@@ -250,7 +264,7 @@ def test_hostile_token_text_stays_text(app, browser, tmp_path):
 def test_closing_the_page_stops_the_run(app, browser):
     """The browser goes away mid-run: the generator is closed and the run stops early."""
     w = Watched(browser, app.url)
-    w.wait_model()
+    w.wait_model(app)
     ended = app.log().count("run ended")
     w.run(LONG_PROMPT, 400)
     w.wait_running(3)
@@ -263,7 +277,7 @@ def test_closing_the_page_stops_the_run(app, browser):
 def test_stop_button_in_browser(app, browser):
     """Stop ends a long run at the next round; the partial run stays inspectable."""
     w = Watched(browser, app.url)
-    w.wait_model()
+    w.wait_model(app)
     w.run(LONG_PROMPT, 400)
     w.wait_running(2)
     # dispatched at once: playwright's click waits for the layout to hold still, which it doesn't while

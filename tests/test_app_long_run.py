@@ -112,7 +112,7 @@ def test_long_run_in_browser(app):
         w = Watched(browser, app.url)
         pg = w.page
         probe = PageProbe(pg)
-        w.wait_model()
+        w.wait_model(app)
 
         # early: a short run, round switches timed on it
         w.run(LONG_PROMPT, 48)

@@ -96,7 +96,7 @@ def test_app_in_use_stays_on_loopback(tiny_dirs, tmp_path):
             browser = p.chromium.launch(executable_path=chromium_or_skip(), args=CHROMIUM_ARGS)
             w = Watched(browser, app.url)
             pg = w.page
-            w.wait_model()
+            w.wait_model(app)
             w.run("hi, j.", 24)
             w.wait_done()
             pg.click("#rx-first")
