@@ -228,3 +228,36 @@ def test_drafters_table3(tiny_dirs):
     md = (out / "report.md").read_text()
     assert "Table 3" in md and all(f"| {Path(f).name} | mean |" in md for f in folders)
     assert (out / "drafters" / "tiny-dspark" / "traces" / "tiny" / "reanchor" / "p2.json").exists()
+    # each drafter's diagnostics match its own traces (test_table3_diagnostics_are_each_drafters_own: distinct ones)
+    from engine import analyses as A
+
+    for r in res["runs"]:
+        if r["label"] == "ar":
+            assert "post_rejection_agreement" not in r
+            continue
+        trs = [json.loads(f.read_text()) for f in sorted((out / "drafters" / r["drafter"] / "traces" / "tiny"
+                                                           / r["label"]).glob("*.json"))]
+        assert trs and r["post_rejection_agreement"] == A.post_rejection_agreement(trs)["rate"]
+        assert r["extra_per_round"] == A.gain_by_offset(trs)["extra_per_round"]
+    assert "| post-rejection agreement | +ReAnchor extra drafts / round |" in md
+
+
+def test_table3_diagnostics_are_each_drafters_own():
+    """aggregate: each drafter's post-rejection agreement and ReAnchor extra drafts per round come from its own
+    traces (the recorded example traces of the embedded model, a different one per drafter), not the first's."""
+    from engine import analyses as A
+    from engine.bench.main import aggregate, variants
+    from engine.bench.report import table3, Results
+
+    traces = [json.loads(f.read_text()) for f in sorted((Path(__file__).parents[1] / "assets" / "traces").glob("*.json"))]
+    assert len(traces) >= 2
+    todo = variants(["dflash", "reanchor"], ["earliest"], None)
+    done = {"s": [("p0", {f"d{i}": {"dflash": t, "reanchor": t} for i, t in enumerate(traces)})]}
+    res = aggregate(done, todo, 0.0, {})
+    want = {f"d{i}": (A.post_rejection_agreement([t])["rate"], A.gain_by_offset([t])["extra_per_round"])
+            for i, t in enumerate(traces)}
+    got = {r["drafter"]: (r["post_rejection_agreement"], r["extra_per_round"]) for r in res["runs"]
+           if r["label"] == "reanchor"}
+    assert got == want and len(set(want.values())) == len(traces)
+    md = "\n".join(table3(Results(res)))
+    assert all(f"| {d} | s |" in md and f"{100 * a:.1f}%" in md for d, (a, _) in want.items())

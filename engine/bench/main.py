@@ -306,9 +306,13 @@ def aggregate(done: dict[str, list[tuple[str, dict[str, dict[str, dict]]]]], tod
         for d in drafters:
             row = {v.label: _run_row(set_name, v, [t[d][v.label] for _, t in items], temperature, ar)
                    for v in todo if v.label in items[0][1][d]}
-            for r in row.values():
+            for label, r in row.items():
                 dfl = row.get("dflash" if r["acceptance"] == "speculative" else f"dflash-{r['acceptance']}")
                 r["drafter"] = d
+                if r["mode"] != "ar":   # per drafter, for Table 3: the paper's analyses read the first one only
+                    trs = [t[d][label] for _, t in items]
+                    r["post_rejection_agreement"] = A.post_rejection_agreement(trs)["rate"]
+                    r["extra_per_round"] = A.gain_by_offset(trs)["extra_per_round"]
                 r["tau_vs_dflash"] = _ratio(r["tau"], dfl and dfl["tau"])
                 r["speed_vs_dflash"] = _ratio(r["tokens_per_s"], dfl and dfl["tokens_per_s"])
             runs += row.values()
