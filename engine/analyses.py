@@ -166,21 +166,25 @@ def earliest_win_rate(traces: Traces) -> dict:
 
 def gain_by_offset(traces: Traces) -> dict:
     """Accepted drafts beyond the baseline-alone length, credited to each offset d (round_gain),
-    split into positions inside the native block (in-block refinement) and beyond it (extension)."""
+    split into positions inside the native block (in-block refinement) and beyond it (extension).
+    extra_per_round = gained_share x per_gained_round: how often a round gains, and how far the
+    winning path then runs past the baseline (the two move apart between drafters)."""
     by_d: Counter = Counter()
-    in_block = beyond = n = 0
+    in_block = beyond = n = gained = 0
     for r in rounds_of(traces):
         n += 1
         d, extra = round_gain(r)
         if not extra:
             continue
+        gained += 1
         by_d[d] += extra
         base, end = baseline_accepted(r), r["block_size"] - 1
         in_block += max(0, min(r["accepted"], end) - base)
         beyond += max(0, r["accepted"] - max(end, base))
     return {"by_d": {str(d): v for d, v in sorted(by_d.items())}, "extra": sum(by_d.values()),
-            "in_block": in_block, "beyond": beyond, "rounds": n,
-            "extra_per_round": _rate(sum(by_d.values()), n)}
+            "in_block": in_block, "beyond": beyond, "rounds": n, "gained_rounds": gained,
+            "extra_per_round": _rate(sum(by_d.values()), n), "gained_share": _rate(gained, n),
+            "per_gained_round": _rate(sum(by_d.values()), gained)}
 
 
 def round_sizes(traces: Traces) -> dict:

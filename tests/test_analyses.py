@@ -54,6 +54,9 @@ def test_hand_round_reanchor():
     assert g["by_d"] == {"2": 4} and (g["extra"], g["in_block"], g["beyond"]) == (4, 3, 1)
     assert A.round_gain(r) == (2, 4)
     r0 = {**make_round([10, 50, 51, 52, 53], {}, TRUTH, mode="dflash"), "retained": 4}
+    g = A.gain_by_offset(trace(r0, r, r))          # 2 of 3 rounds gain, 4 drafts each
+    assert (g["gained_rounds"], g["extra_per_round"]) == (2, 8 / 3)
+    assert g["gained_share"] == pytest.approx(2 / 3) and g["per_gained_round"] == 4
     z = A.round_sizes(trace(r0, r))                # r drafted 4 blocks; r0 left 4 states
     assert (z["shifted_drafted"], z["shifted_available"]) == (2, 2)
     assert z["trie_nodes"] == (5 + len(r["trie"]["tokens"])) / 2 and z["verify_ms"] == 2.0

@@ -238,8 +238,10 @@ def test_drafters_table3(tiny_dirs):
         trs = [json.loads(f.read_text()) for f in sorted((out / "drafters" / r["drafter"] / "traces" / "tiny"
                                                            / r["label"]).glob("*.json"))]
         assert trs and r["post_rejection_agreement"] == A.post_rejection_agreement(trs)["rate"]
-        assert r["extra_per_round"] == A.gain_by_offset(trs)["extra_per_round"]
-    assert "| post-rejection agreement | +ReAnchor extra drafts / round |" in md
+        g = A.gain_by_offset(trs)
+        assert [r[k] for k in ("extra_per_round", "gained_share", "per_gained_round")] == \
+            [g["extra_per_round"], g["gained_share"], g["per_gained_round"]]
+    assert "| post-rejection agreement | +ReAnchor extra drafts / round | rounds that gain |" in md
 
 
 def test_table3_diagnostics_are_each_drafters_own():
@@ -254,10 +256,11 @@ def test_table3_diagnostics_are_each_drafters_own():
     todo = variants(["dflash", "reanchor"], ["earliest"], None)
     done = {"s": [("p0", {f"d{i}": {"dflash": t, "reanchor": t} for i, t in enumerate(traces)})]}
     res = aggregate(done, todo, 0.0, {})
-    want = {f"d{i}": (A.post_rejection_agreement([t])["rate"], A.gain_by_offset([t])["extra_per_round"])
-            for i, t in enumerate(traces)}
-    got = {r["drafter"]: (r["post_rejection_agreement"], r["extra_per_round"]) for r in res["runs"]
+    want = {f"d{i}": (A.post_rejection_agreement([t])["rate"], A.gain_by_offset([t])["extra_per_round"],
+                      A.gain_by_offset([t])["gained_share"]) for i, t in enumerate(traces)}
+    got = {r["drafter"]: (r["post_rejection_agreement"], r["extra_per_round"], r["gained_share"]) for r in res["runs"]
            if r["label"] == "reanchor"}
     assert got == want and len(set(want.values())) == len(traces)
     md = "\n".join(table3(Results(res)))
-    assert all(f"| {d} | s |" in md and f"{100 * a:.1f}%" in md for d, (a, _) in want.items())
+    assert all(f"| {d} | s |" in md and f"{100 * a:.1f}%" in md and f"{100 * g:.1f}%" in md
+               for d, (a, _, g) in want.items())

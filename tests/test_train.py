@@ -5,6 +5,7 @@ No network, no downloads, CPU only; the whole file runs in well under a minute.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -17,6 +18,7 @@ from engine.train import main as T
 from engine.train.prompts import build_prompts, heldout_prompts
 
 VOCAB, H, B, MASK = 256, 64, 4, 3
+SHIPPED = Path(__file__).parents[1] / "assets" / "drafters"
 
 
 @pytest.fixture(scope="module")
@@ -392,7 +394,11 @@ def test_cli_trains_sparse_then_trains_on_with_init_from(tmp_path):
     (["--loss-depth", "4", "--block-size", "4"], "loss_depth"), (["--head-topk", "8", "--kl", "0"], "head_topk"),
     (["--kl", "1.5"], "kl"), (["--anchors", "0"], "anchors"), (["--init-from", "/nonexistent"], "init_from"),
     (["--families", "code,poetry"], "families"), (["--variant", "opd", "--head-topk", "64"], "head_topk"),
-    (["--variant", "opd", "--opd-suffix", "-1"], "opd_suffix")])
+    (["--variant", "opd", "--opd-suffix", "-1"], "opd_suffix"),
+    (["--variant", "opd", "--init-from", str(SHIPPED / "smollm2-135m-dflash-b16"), "--backbone-from",
+      str(SHIPPED / "smollm2-135m-opd-b16")], "backbone_from"),
+    (["--variant", "domino", "--init-from", str(SHIPPED / "smollm2-135m-domino-b16"), "--backbone-from",
+      "/nonexistent"], "backbone_from")])
 def test_cli_bad_settings_exit_2_naming_the_option(flags, field):
     from engine.__main__ import main
     import contextlib

@@ -342,6 +342,21 @@ def test_train_variants_end_to_end(tmp_path):
         run = eng.run(ids, DecodeConfig(mode="reanchor", max_new_tokens=N_NEW, ignore_eos=True))
         assert run.finish()["output_ids"] == greedy_reference(m.target, ids, N_NEW)
     assert main(common + ["--no-gen", "--variant", "domino", "--out", str(tmp_path / "x")]) == 2  # no --init-from
+    # --backbone-from: the Domino head trained above moves onto the Draft-OPD backbone, which stays frozen
+    head = ["--head-depth", "2", "--negatives", "8"]
+    out = tmp_path / "domino-on-opd"
+    assert main(common + ["--no-gen", "--variant", "domino", "--init-from", str(tmp_path / "domino"),
+                          "--backbone-from", str(tmp_path / "opdrandom"), "--out", str(out)] + head) == 0
+    w, opd, dom = (load_file(f / "model.safetensors") for f in (out, tmp_path / "opdrandom", tmp_path / "domino"))
+    assert all(torch.equal(w[k], opd[k]) for k in base) and any(not torch.equal(opd[k], base[k]) for k in base)
+    assert {k for k in w if k not in base} == {k for k in dom if k not in base}   # the head's own shape, kept
+    assert "(head; backbone: " in (out / "README.md").read_text()
+    m = load_models(str(target_dir), str(out), "cpu", "float32")
+    ids = Engine(m, draft_head_dtype=None).encode_prompt("ab c")
+    run = Engine(m, draft_head_dtype=None).run(ids, DecodeConfig(mode="reanchor", max_new_tokens=N_NEW, ignore_eos=True))
+    assert run.finish()["output_ids"] == greedy_reference(m.target, ids, N_NEW)
+    assert main(common + ["--no-gen", "--variant", "dspark", "--init-from", str(tmp_path / "dspark"),
+                          "--backbone-from", str(tmp_path / "domino"), "--out", str(tmp_path / "y")] + head) == 2
 
 
 def test_head_rows_cache_is_reused_and_extended(tmp_path, monkeypatch):

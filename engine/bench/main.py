@@ -312,7 +312,8 @@ def aggregate(done: dict[str, list[tuple[str, dict[str, dict[str, dict]]]]], tod
                 if r["mode"] != "ar":   # per drafter, for Table 3: the paper's analyses read the first one only
                     trs = [t[d][label] for _, t in items]
                     r["post_rejection_agreement"] = A.post_rejection_agreement(trs)["rate"]
-                    r["extra_per_round"] = A.gain_by_offset(trs)["extra_per_round"]
+                    g = A.gain_by_offset(trs)
+                    r.update({k: g[k] for k in ("extra_per_round", "gained_share", "per_gained_round")})
                 r["tau_vs_dflash"] = _ratio(r["tau"], dfl and dfl["tau"])
                 r["speed_vs_dflash"] = _ratio(r["tokens_per_s"], dfl and dfl["tokens_per_s"])
             runs += row.values()

@@ -179,8 +179,10 @@ def figure2(R: Results, link: str | None = None) -> list[str]:
         gain = R.stat("all", "reanchor", "gain_by_offset") or {}
         md += ["\nReAnchor's extra accepted drafts over the baseline alone, per credited offset d "
                "(pooled over sets):\n",
-               _table(["extra drafts", "in block", "beyond the block", "per round", "by d"],
+               _table(["extra drafts", "in block", "beyond the block", "per round", "rounds that gain",
+                       "per gaining round", "by d"],
                       [[gain.get("extra"), gain.get("in_block"), gain.get("beyond"), _f(gain.get("extra_per_round")),
+                        _pct(gain.get("gained_share")), _f(gain.get("per_gained_round")),
                         ", ".join(f"{d}: {n}" for d, n in gain.get("by_d", {}).items())]])]
     return md
 
@@ -228,15 +230,18 @@ def table3(R: Results) -> list[str]:
         v0, v1 = get("dflash", "speedup_vs_ar"), get("reanchor", "speedup_vs_ar")
         return [_f(t0), _f(t1), _pct(t1 / t0 - 1 if t0 and t1 else None), _f(v0) + "x", _f(v1) + "x",
                 _pct(v1 / v0 - 1 if v0 and v1 else None), _pct(get("dflash", "post_rejection_agreement")),
-                _f(get("reanchor", "extra_per_round"))]
+                _f(get("reanchor", "extra_per_round")), _pct(get("reanchor", "gained_share")),
+                _f(get("reanchor", "per_gained_round"))]
 
     rows = [[d, s or "mean"] + cells(d, s) for d in R.drafters for s in R.sets + [None]]
     return ["\n## Table 3: drafter variants without and with ReAnchor (tau; speedup over `ar`)\n",
             "Every drafter runs every prompt in the same process, interleaved prompt by prompt. Post-rejection "
             "agreement: Table 1 of that drafter's `dflash` runs; extra drafts: ReAnchor's accepted drafts beyond the "
-            "baseline alone, per round (Figure 2's gain).\n",
+            "baseline alone, per round (Figure 2's gain) = the share of rounds that gain x the drafts a gaining round "
+            "adds.\n",
             _table(["drafter", "set", "tau", "+ReAnchor tau", "delta tau", "speedup", "+ReAnchor speedup",
-                    "delta speed", "post-rejection agreement", "+ReAnchor extra drafts / round"], rows)]
+                    "delta speed", "post-rejection agreement", "+ReAnchor extra drafts / round", "rounds that gain",
+                    "drafts per gaining round"], rows)]
 
 
 def trees(R: Results) -> list[str]:

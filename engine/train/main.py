@@ -474,6 +474,9 @@ def _add_variant_args(g: argparse._ArgumentGroup) -> None:
     g.add_argument("--head-depth", type=int, default=8, help="block positions k <= this are cached and trained (heads)")
     g.add_argument("--head-anchors", type=int, default=0, help="anchors per sequence in the head's feature cache "
                    "(0: every response position)")
+    g.add_argument("--backbone-from", default="", help="domino / dspark: the frozen backbone is this DFlash "
+                   "drafter's (e.g. a Draft-OPD one), the head --init-from's: a trained head moves to a new backbone "
+                   "and is trained on there")
     g.add_argument("--conf-weight", type=float, default=1.0, help="DSpark: weight of the confidence head's loss")
     g.add_argument("--head-policy-floor", type=float, default=1.0, help="heads: the loss weight of block positions "
                    "past the head's first miss (teacher-forced), which a greedy round never reaches (1: all alike)")
@@ -546,6 +549,12 @@ def check_args(args: argparse.Namespace) -> None:
         raise InputError("head_depth", f"{args.head_depth} leaves no room in a block of {args.block_size}")
     if args.init_from and not (Path(args.init_from) / "config.json").is_file():
         raise InputError("init_from", f"{args.init_from} is not a drafter folder (no config.json)")
+    if args.backbone_from:
+        if args.variant not in ("domino", "dspark"):
+            raise InputError("backbone_from", f"only a head variant (domino, dspark) has a frozen backbone, not "
+                             f"--variant {args.variant}")
+        if not (Path(args.backbone_from) / "config.json").is_file():
+            raise InputError("backbone_from", f"{args.backbone_from} is not a drafter folder (no config.json)")
 
 
 @dataclass

@@ -14,7 +14,8 @@ domino, dspark   only a new sequential head (engine/models/variants.py) on the f
                             times --head-policy-floor past the head's own first miss (on-policy, as Draft-OPD);
                             DSpark adds its confidence head: BCE(sigmoid(s_k), 1[the corrected argmax is the
                             target's]) x --conf-weight (greedy acceptance; the paper's label is 1 - TV at T=1)
-                 W2 starts at zero, so step 0 drafts exactly as the backbone alone.
+                 W2 starts at zero, so step 0 drafts exactly as the backbone alone. --backbone-from moves a trained
+                 head (--init-from) onto another DFlash backbone of the same shape (a Draft-OPD one), frozen there.
 opd              Draft-OPD (Lei et al. 2026): on-policy post-training of the whole --init-from DFlash drafter.
                  At T=0 a rollout (greedy speculative decoding with the current drafter) commits the target's own
                  greedy response (losslessness), so it is replayed on those responses. Per block at anchor p whose
@@ -237,6 +238,8 @@ class HeadTrainer(VariantTrainer):
             raise InputError("init_from", f"{folder} is a shift-label drafter: this trainer trains DFlash-aligned heads")
         self._load(folder, fresh_head=kind == "dflash")
         self.lineage = lineage_of(folder)
+        if a.backbone_from:
+            self._load_backbone(Path(a.backbone_from), cfg)
         self.drafter.to(self.dev).train().requires_grad_(False)
         for p in self.drafter.head_parameters():
             p.requires_grad_(True)
@@ -262,6 +265,34 @@ class HeadTrainer(VariantTrainer):
         self.drafter.load_state_dict({k: v.float() for k, v in state.items() if k in own}, strict=False)
         if fresh_head:
             self.drafter.correction_weight().zero_()
+
+    @torch.no_grad()
+    def _load_backbone(self, folder: Path, cfg) -> None:
+        """--backbone-from: every backbone weight from a DFlash drafter of the same shape, the head kept. The head-rows
+        cache is named by the backbone's weights, so the new backbone's states are computed afresh. The lineage stays
+        the head's; train_log.json's args name the backbone."""
+        from safetensors.torch import load_file
+        from transformers import AutoConfig
+
+        other = AutoConfig.from_pretrained(folder)
+        if variant_name(other) != "dflash":
+            raise InputError("backbone_from", f"{folder} is a {variant_name(other)} drafter: give a DFlash one")
+        for k in ("hidden_size", "num_hidden_layers", "intermediate_size", "num_attention_heads", "block_size"):
+            if getattr(other, k, None) != getattr(cfg, k, None):
+                raise InputError("backbone_from", f"{folder} has {k} {getattr(other, k, None)}, the head's backbone "
+                                 f"{getattr(cfg, k, None)}")
+        if draft_value(other, "target_layer_ids") != draft_value(cfg, "target_layer_ids"):
+            raise InputError("backbone_from", f"{folder} reads target layers {draft_value(other, 'target_layer_ids')}, "
+                             f"the head's backbone {draft_value(cfg, 'target_layer_ids')}")
+        state = {}
+        for f in sorted(folder.glob("model*.safetensors")):
+            state.update(load_file(f))
+        head = {id(p) for p in self.drafter.head_parameters()}
+        names = [k for k, p in self.drafter.named_parameters() if id(p) not in head]
+        missing = [k for k in names if k not in state]
+        if missing:
+            raise InputError("backbone_from", f"{folder} lacks the weight {missing[0]!r}")
+        self.drafter.load_state_dict({k: state[k].float() for k in names}, strict=False)
 
     def setup(self) -> None:
         a = self.args
@@ -480,7 +511,8 @@ def variant_card(t: VariantTrainer, hw: str, final: bool) -> str:
                            f"{a.opd_gamma}, rejected-stream weight {a.opd_reject_weight}, post-rejection suffix "
                            f"{a.opd_suffix})"}[a.variant]()
     rows = {"target": "SmolLM2-135M-Instruct (embedded GGUF, dequantised)", "trained": what,
-            "backbone / start": a.init_from, "hardware": hw, "steps": t.step,
+            "backbone / start": a.init_from + (f" (head; backbone: {a.backbone_from})" if a.backbone_from else ""),
+            "hardware": hw, "steps": t.step,
             "train wall time": f"{t.train_s / 60:.1f} min", "total wall time": f"{(time.time() - t.t_start) / 60:.1f} min",
             "data": f"{di['sequences']} target responses ({di['greedy']} greedy, {di['sampled']} sampled T={a.temperature}), "
                     f"{di['response_tokens']} tokens, {di['prompt_set']}",
