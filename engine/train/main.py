@@ -203,16 +203,22 @@ def init_from_target(drafter, target, layers: bool = True) -> list[str]:
 
 
 @torch.no_grad()
-def load_weights(drafter, folder: Path) -> list[int]:
-    """Start from a trained drafter (`--init-from`): same target layers and hidden size; the block size may differ
-    (no weight depends on it). A drafter with more layers grows: the folder's layers come first and each new one on
-    top starts as the identity (o_proj and down_proj zero), so the grown drafter drafts exactly as the folder's
-    did. Returns the new layers' indices."""
+def folder_state(folder: Path) -> dict[str, torch.Tensor]:
+    """Every weight of a drafter folder, over its shards (model.safetensors or model-0000i-of-0000n.safetensors)."""
     from safetensors.torch import load_file
 
     state = {}
     for f in sorted(folder.glob("model*.safetensors")):
         state.update(load_file(f))
+    return state
+
+
+def load_weights(drafter, folder: Path) -> list[int]:
+    """Start from a trained drafter (`--init-from`): same target layers and hidden size; the block size may differ
+    (no weight depends on it). A drafter with more layers grows: the folder's layers come first and each new one on
+    top starts as the identity (o_proj and down_proj zero), so the grown drafter drafts exactly as the folder's
+    did. Returns the new layers' indices."""
+    state = folder_state(folder)
     if not state:
         raise InputError("init_from", f"{folder} holds no model*.safetensors")
     own = drafter.state_dict()

@@ -55,7 +55,8 @@ from ..models.variants import draft_value, variant_config, variant_name
 from ..paths import DRAFTERS
 from .data import log
 from .loss import head_loss, negatives
-from .main import Trainer, draft_forward, draft_matches, eval_tau, frozen_head, lineage_of, make_batch, rollout
+from .main import (Trainer, draft_forward, draft_matches, eval_tau, folder_state, frozen_head, lineage_of, make_batch,
+                   rollout)
 
 DEFAULT_TOPK = 16
 SEQS_PER_FILE = 64   # training sequences per head-rows cache file
@@ -248,21 +249,18 @@ class HeadTrainer(VariantTrainer):
         self.drafter.use_target_embeddings(self.embed_w)
 
     @torch.no_grad()
-    def _load(self, folder: Path, fresh_head: bool) -> None:
-        """The folder's weights: every backbone weight must be there, and the head's unless it is new. A new head's
-        W2 starts at zero, so that step 0 drafts exactly as the backbone alone."""
-        from safetensors.torch import load_file
-
-        state = {}
-        for f in sorted(folder.glob("model*.safetensors")):
-            state.update(load_file(f))
+    def _load(self, folder: Path, fresh_head: bool, backbone_only: bool = False, field: str = "init_from") -> None:
+        """The folder's weights: every backbone weight must be there, and the head's unless it is new (or only the
+        backbone is taken from it). A new head's W2 starts at zero, so that step 0 drafts exactly as the backbone alone."""
+        state = folder_state(folder)
         head = {id(p) for p in self.drafter.head_parameters()}
-        own = self.drafter.state_dict()
-        missing = [k for k, p in self.drafter.named_parameters()
-                   if k not in state and not (fresh_head and id(p) in head)]
+        need = [k for k, p in self.drafter.named_parameters() if not ((fresh_head or backbone_only) and id(p) in head)]
+        missing = [k for k in need if k not in state]
         if missing:
-            raise InputError("init_from", f"{folder} lacks the weight {missing[0]!r}")
-        self.drafter.load_state_dict({k: v.float() for k, v in state.items() if k in own}, strict=False)
+            raise InputError(field, f"{folder} lacks the weight {missing[0]!r}")
+        own = self.drafter.state_dict()
+        keep = need if backbone_only else [k for k in state if k in own]
+        self.drafter.load_state_dict({k: state[k].float() for k in keep}, strict=False)
         if fresh_head:
             self.drafter.correction_weight().zero_()
 
@@ -271,7 +269,6 @@ class HeadTrainer(VariantTrainer):
         """--backbone-from: every backbone weight from a DFlash drafter of the same shape, the head kept. The head-rows
         cache is named by the backbone's weights, so the new backbone's states are computed afresh. The lineage stays
         the head's; train_log.json's args name the backbone."""
-        from safetensors.torch import load_file
         from transformers import AutoConfig
 
         other = AutoConfig.from_pretrained(folder)
@@ -284,15 +281,7 @@ class HeadTrainer(VariantTrainer):
         if draft_value(other, "target_layer_ids") != draft_value(cfg, "target_layer_ids"):
             raise InputError("backbone_from", f"{folder} reads target layers {draft_value(other, 'target_layer_ids')}, "
                              f"the head's backbone {draft_value(cfg, 'target_layer_ids')}")
-        state = {}
-        for f in sorted(folder.glob("model*.safetensors")):
-            state.update(load_file(f))
-        head = {id(p) for p in self.drafter.head_parameters()}
-        names = [k for k, p in self.drafter.named_parameters() if id(p) not in head]
-        missing = [k for k in names if k not in state]
-        if missing:
-            raise InputError("backbone_from", f"{folder} lacks the weight {missing[0]!r}")
-        self.drafter.load_state_dict({k: state[k].float() for k in names}, strict=False)
+        self._load(folder, fresh_head=False, backbone_only=True, field="backbone_from")
 
     def setup(self) -> None:
         a = self.args
