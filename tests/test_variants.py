@@ -322,9 +322,10 @@ def test_train_variants_end_to_end(tmp_path):
     base = load_file(tmp_path / "dflash" / "model.safetensors")
     for variant, anchors, suffix in (("domino", "", 0), ("dspark", "", 0), ("opd", "random", 2), ("opd", "rollout", 0)):
         out = tmp_path / (variant + anchors)
+        replay = ["--opd-reanchor", "1", "--opd-reanchor-depth", "2"] if anchors == "rollout" else []
         assert main(common + ["--no-gen", "--variant", variant, "--init-from", str(tmp_path / "dflash"), "--out", str(out),
                               "--head-depth", "2", "--negatives", "8", "--head-rank", "8", "--gru-hidden", "16"]
-                    + (["--opd-anchors", anchors, "--opd-suffix", str(suffix)] if anchors else [])) == 0
+                    + (["--opd-anchors", anchors, "--opd-suffix", str(suffix)] if anchors else []) + replay) == 0
         log = json.loads((out / "train_log.json").read_text())
         start = json.loads((tmp_path / "dflash" / "train_log.json").read_text())["evals"][-1]["tau_sim"]
         assert log["steps"] == 3 and log["final"] and log["evals"][-1]["by_set"]
@@ -332,6 +333,9 @@ def test_train_variants_end_to_end(tmp_path):
         moved = [k for k in base if not torch.equal(w[k], base[k])]
         if variant == "opd":
             assert moved and log["data"]["opd_sequences"] > 0 and log["data"]["opd_anchors"] == anchors
+            # the replay stream ran: its shifted blocks were drafted, attached and trained on
+            assert bool(replay) == ("reanchor_replay_acc_by_depth" in log["evals"][-1])
+            assert bool(replay) == ("ReAnchor replay weight 1.0" in (out / "README.md").read_text())
         else:
             assert moved == [] and log["evals"][0]["tau_sim"] == start  # frozen backbone; a head that starts at zero
             assert any(k.startswith(("prefix_gru", "markov_head")) for k in w)
@@ -595,3 +599,78 @@ def test_suffix_logp_is_the_target_after_the_drafters_prefix():
                 ref = torch.log_softmax(target(input_ids=ids).logits[0, -1].float(), -1)[drafts[b, j]]
                 assert got[b, j].item() == pytest.approx(ref.item(), abs=1e-4), (b, j)
     assert (got[:, 0] == 0).all()
+
+
+def test_rejected_suffixes_are_what_a_greedy_round_retains():
+    from engine.train.variants import rejected_suffixes
+
+    seq = [5, 6, 7, 8, 9, 10, 11]
+    # anchor 1: drafts 7, 8 accepted, 1 rejected at position 4 -> chain [1, 2, 3] (2 offsets kept: [1, 2])
+    # anchor 0: rejected at once (position 1); anchor 4: all accepted to the end; anchor 5: the miss is the last token
+    got = rejected_suffixes(seq, [1, 0, 4, 5], [[7, 8, 1, 2, 3], [9, 9, 9, 9, 9], [10, 11, 0, 0, 0], [3, 3, 3, 3, 3]], 2)
+    assert got == [(4, [1, 2]), (1, [9, 9])]
+
+
+def test_reanchor_sites_are_the_earliest_matches_that_leave_a_token():
+    from engine.train.variants import reanchor_sites
+
+    seq = [5, 6, 7, 6, 8, 9]
+    # start 1, B 4: the block's own tokens 6 7 6 8; a_1 = 6 matches at t 0 and 2 (earliest 0), a_2 = 9 only past the
+    # block, a_3 = 8 at t 3, a_4 = 7 at t 1; from start 3, 9 is the last token (nothing after it): no site
+    assert reanchor_sites(seq, 1, [6, 9, 8, 7], 4) == [(1, 0), (3, 3), (4, 1)]
+    assert reanchor_sites(seq, 3, [9, 6], 4) == [(2, 0)]
+
+
+def test_replay_batch_drafts_each_shifted_block_as_the_engine_would():
+    """replay_batch's one drafter forward (every shifted block behind its own mask) against each shifted block drafted
+    alone, as Engine.draft does: context F[<start] ++ the chain's first d states, from a plain causal target forward of
+    seq[:start] ++ chain[:d]; block [a_d, MASK...] at start+d..; rows labelled x[start+t+j], t the earliest match."""
+    from engine.train.main import draft_forward, frozen_head, target_states
+    from engine.train.variants import reanchor_sites, rejected_suffixes, replay_batch
+    from tiny import tiny_models
+
+    m = tiny_models("llama", seed=2, block_size=6)
+    target, drafter, B = m.target, m.drafter, m.drafter.block_size
+    W, emb = target.get_output_embeddings().weight.detach(), target.get_input_embeddings().weight.detach()
+    head, layers, mask_id = frozen_head(W, 64), drafter.target_layer_ids, int(drafter.mask_token_id)
+    g = torch.Generator().manual_seed(0)
+    seqs = []
+    for n in (22, 15):   # the target's greedy text, so that its tokens after a wrong prefix often recur there
+        ids = torch.randint(4, W.shape[0], (3,), generator=g).tolist()
+        with torch.no_grad():
+            while len(ids) < n:
+                ids.append(int(target(input_ids=torch.tensor([ids])).logits[0, -1].argmax()))
+        seqs.append(ids)
+    suffixes = [rejected_suffixes(s, anchors, torch.randint(4, W.shape[0], (len(anchors), B - 1), generator=g).tolist(), 3)
+                for s, anchors in zip(seqs, ([3, 7, 12, 16], [4, 9]))]
+    T = 32
+    f = torch.zeros(2, T, len(layers) * W.shape[1])
+    for i, s in enumerate(seqs):
+        f[i, :len(s)] = target_states(target, layers, input_ids=torch.tensor([s]))[0][0]
+    rb = replay_batch(target, head, layers, f, seqs, suffixes, T=T, block_size=B, mask_id=mask_id, depth=2)
+    with torch.no_grad():
+        hs = draft_forward(drafter, emb, rb["ctx"], rb, torch.float32)
+    NS, checked, rows = hs.shape[1] // B, 0, []
+    for i, (s, suf) in enumerate(zip(seqs, suffixes)):
+        want = []
+        for c, (q, chain) in enumerate(suf):
+            anchors = []
+            for d in range(1, len(chain) + 1):
+                feats, final = target_states(target, layers, input_ids=torch.tensor([s[:q] + chain[:d]]))
+                anchors.append(int(head(final[0, -1]).argmax()))
+            for d, t in reanchor_sites(s, q, anchors, B):
+                want.append((c, d, anchors[d - 1], t))
+                feats, _ = target_states(target, layers, input_ids=torch.tensor([s[:q] + chain[:d]]))
+                block = torch.tensor([[anchors[d - 1]] + [mask_id] * (B - 1)])
+                pos = torch.cat([torch.arange(q + d), q + d + torch.arange(B)])[None]
+                with torch.no_grad():
+                    ref = drafter(target_hidden=feats, noise_embedding=torch.nn.functional.embedding(block, emb),
+                                  position_ids=pos, attention_mask=None)[0]
+                slot = len(want) - 1
+                assert torch.allclose(hs[i, slot * B:(slot + 1) * B], ref, atol=1e-5), (i, c, d)
+                checked += 1
+                rows += [(i * NS * B + slot * B + j, i * T + q + t + j - 1, s[q + t + j], j)
+                         for j in range(1, 3) if q + t + j < len(s)]
+        assert rb["blocks"][i] == want
+    assert checked >= 4, f"only {checked} shifted blocks attached: the test proves little"
+    assert sorted(zip(*(rb[k].tolist() for k in ("drow", "trow", "labels", "k")))) == sorted(rows)

@@ -61,17 +61,7 @@ class Features:
         ids = torch.zeros((len(seqs), T), dtype=torch.long)
         for i, s in enumerate(seqs):  # right padding: valid positions never attend to the pads (causal)
             ids[i, :len(s)] = torch.tensor(s)
-        got: dict[int, torch.Tensor] = {}
-        # Hooks on the decoder layers: robust across transformers versions (DFLASH.md).
-        layers = self.target.model.layers
-        hooks = [layers[l].register_forward_hook(
-            lambda m, a, o, l=l: got.__setitem__(l, o[0] if isinstance(o, tuple) else o)) for l in self.layer_ids]
-        try:
-            final = self.target.model(input_ids=ids.to(dev), use_cache=False).last_hidden_state
-        finally:
-            for h in hooks:
-                h.remove()
-        feats = torch.cat([got[l] for l in self.layer_ids], dim=-1)
+        feats, final = target_states(self.target, self.layer_ids, input_ids=ids.to(dev))
         if not self.topk:
             return [(feats[i, :len(s)].clone(), final[i, :len(s)].clone()) for i, s in enumerate(seqs)]
         W = self.target.get_output_embeddings().weight
@@ -105,6 +95,24 @@ class Features:
             for dst, t in zip(padded, row):
                 dst[i, :len(t)] = t
         return padded
+
+
+@torch.no_grad()
+def target_states(target, layer_ids: list[int], **inputs) -> tuple[torch.Tensor, torch.Tensor]:
+    """One target forward (`inputs`: input_ids and optionally position_ids and a 4D attention_mask): the drafter's
+    context features (the hidden states after `layer_ids`, concatenated) and the final normed hidden states."""
+    got: dict[int, torch.Tensor] = {}
+    # Hooks on the decoder layers: robust across transformers versions (DFLASH.md).
+    layers = target.model.layers
+    hooks = [layers[l].register_forward_hook(
+        lambda m, a, o, l=l: got.__setitem__(l, o[0] if isinstance(o, tuple) else o)) for l in layer_ids]
+    try:
+        final = target.model(**inputs, use_cache=False).last_hidden_state
+    finally:
+        for h in hooks:
+            h.remove()
+    feats = torch.cat([got[l] for l in layer_ids], dim=-1) if layer_ids else final[..., :0]
+    return feats, final
 
 
 # -------------------------------------------------------------------------------------------- blocks
@@ -157,10 +165,12 @@ def make_batch(seqs: list[list[int]], anchors: list[list[int]], *, block_size: i
 
 
 def draft_forward(drafter, embed_w: torch.Tensor, feats: torch.Tensor, batch: dict, dtype: torch.dtype) -> torch.Tensor:
-    """Drafter hidden states (b, n*B, H) for every block of the batch, in one forward."""
+    """Drafter hidden states (b, n*B, H) for every block of the batch, in one forward (batch["mask"], when there is
+    one, replaces block_mask: blocks that see context features of their own, as ReAnchor's shifted blocks do)."""
     dev = feats.device
     noise = F.embedding(batch["block_ids"].to(dev, non_blocking=True), embed_w).to(dtype)
-    mask = block_mask(batch["anchors"].to(dev, non_blocking=True), batch["T"], drafter.block_size)
+    mask = batch["mask"].to(dev) if "mask" in batch else block_mask(batch["anchors"].to(dev, non_blocking=True),
+                                                                    batch["T"], drafter.block_size)
     return drafter(position_ids=batch["position_ids"].to(dev, non_blocking=True), attention_mask=mask,
                    noise_embedding=noise, target_hidden=feats.to(dtype))
 
@@ -496,6 +506,13 @@ def _add_variant_args(g: argparse._ArgumentGroup) -> None:
                    "first one (its post-rejection suffix), each under the target's distribution after the drafter's "
                    "own prefix: one more target pass per sequence and step (0: the first rejected draft only, the "
                    "reference's default)")
+    g.add_argument("--opd-reanchor", type=float, default=0.0, help="Draft-OPD: weight of the ReAnchor replay stream "
+                   "(0: off): the shifted blocks ReAnchor would draft from the target's states on a rejected suffix, "
+                   "trained to continue where they attach; one more target pass per sequence and step")
+    g.add_argument("--opd-reanchor-offsets", type=int, default=4, help="Draft-OPD: shifted offsets d = 1..N of each "
+                   "rejected suffix the replay stream re-anchors at")
+    g.add_argument("--opd-reanchor-depth", type=int, default=4, help="Draft-OPD: block positions j = 1..N of each "
+                   "shifted block the replay stream trains")
 
 
 def _data_settings(args: argparse.Namespace) -> dict:
@@ -507,9 +524,14 @@ def check_args(args: argparse.Namespace) -> None:
     """Bad settings fail before the target loads, naming the option."""
     for name, low in (("layers", 1), ("block_size", 2), ("anchors", 1), ("batch", 1), ("prompts", 1),
                       ("max_new_tokens", 1), ("gen_batch", 1), ("max_len", 2), ("head_topk", 0), ("negatives", 0),
-                      ("loss_depth", 0), ("eval_prompts", 0), ("steps", 0), ("opd_suffix", 0)):
+                      ("loss_depth", 0), ("eval_prompts", 0), ("steps", 0), ("opd_suffix", 0), ("opd_reanchor", 0),
+                      ("opd_reanchor_offsets", 1), ("opd_reanchor_depth", 1)):
         if getattr(args, name) < low:
             raise InputError(name, f"{getattr(args, name)} is below {low}")
+    if args.opd_reanchor and args.opd_reanchor_depth >= args.block_size:
+        raise InputError("opd_reanchor_depth", f"{args.opd_reanchor_depth} leaves no room in a block of {args.block_size}")
+    if args.opd_reanchor and args.variant != "opd":
+        raise InputError("opd_reanchor", f"the replay stream is Draft-OPD's (--variant opd), not --variant {args.variant}")
     if not 0 <= args.kl <= 1:
         raise InputError("kl", f"{args.kl} is not in [0, 1]")
     if not 0 <= args.head_policy_floor <= 1:

@@ -38,6 +38,18 @@ opd              Draft-OPD (Lei et al. 2026): on-policy post-training of the who
                  its p_T is in the cached target pass (the default, as Draft-OPD's `rejected_draft_first_token_only`).
                  A later one's prefix holds the drafter's own rejected drafts: --opd-suffix appends those chains to
                  the sequence in one more target forward per sequence (suffix_logp, a verification mask).
+                 --opd-reanchor W adds our ReAnchor replay stream (not in Draft-OPD): the drafter trained for the
+                 blocks ReAnchor drafts from a rejection's states. Of REANCHOR_CHAINS random blocks per sequence,
+                 the rejected suffix (the first rejected greedy draft at q = p+a+1 and the next drafts, at most
+                 --opd-reanchor-offsets) goes through the target behind a chain mask (chain_states), as the verify
+                 pass saw it; its states are R and its argmaxes a_d. The shifted block g(d) = [a_d, MASK..] at
+                 q+d.. sees F[<q] ++ R[0..d-1], as the engine drafts it (replay_batch), and attaches where the
+                 round's baseline would hold a_d were it the response itself: the earliest t with x[q+t] = a_d
+                 (reanchor_sites). There its position j predicts x[q+t+j]:
+                   replay stream   KL(p_T(. | x[<q+t+j]) || q(g(d)[j])), j = 1..--opd-reanchor-depth, weight
+                                   exp(-(j-1)/gamma) (DFlash's), normalised apart; L += W x that
+                 A plain DFlash drafter is never trained on a context that ends in a wrong token's states, which is
+                 every shifted block's; one more target pass per sequence and step.
 """
 from __future__ import annotations
 
@@ -60,6 +72,7 @@ from .main import (Trainer, draft_forward, draft_matches, eval_tau, folder_state
 
 DEFAULT_TOPK = 16
 SEQS_PER_FILE = 64   # training sequences per head-rows cache file
+REANCHOR_CHAINS = 16  # blocks per sequence whose rejected suffix --opd-reanchor re-anchors (a target pass each)
 
 
 # ------------------------------------------------------------------------------------- head feature cache
@@ -368,6 +381,19 @@ class OPDTrainer(VariantTrainer):
     def setup(self) -> None:
         super().setup()
         self.head = frozen_head(self.W, self.chunk)
+        self.reanchor_stats = torch.zeros(2, self.args.opd_reanchor_depth, dtype=torch.long)  # rows, hits by depth j
+
+    def evaluate(self) -> dict:
+        """tau_sim; with --opd-reanchor also the replay stream's accuracy by block position j since the last eval
+        (its drafts equal to the target's argmax where the block attaches)."""
+        r = super().evaluate()
+        if self.args.opd_reanchor > 0 and self.reanchor_stats[0].sum() > 0:
+            rows, hits = self.reanchor_stats.tolist()
+            r["reanchor_replay_acc_by_depth"] = [round(x / max(m, 1), 4) for m, x in zip(rows, hits)]
+            log(f"reanchor replay since the last eval: {rows[0]} shifted blocks, accuracy at j = 1.."
+                f"{len(rows)}: {r['reanchor_replay_acc_by_depth']}")
+            self.reanchor_stats.zero_()
+        return r
 
     def load_data(self) -> bool:
         if not super().load_data():
@@ -409,10 +435,40 @@ class OPDTrainer(VariantTrainer):
                 out[sel] = suffix_logp(self.target, batch["seqs"][i], starts, drafts[sel], self.W).to(out.device)
             return out
 
-        return opd_loss(h.reshape(-1, H)[batch["drow"]], tgt[0].reshape(-1, H)[batch["trow"]], batch["labels"],
-                        batch["drow"] // self.B, batch["k"], self.W, gamma=self.args.opd_gamma,
-                        reject_weight=self.args.opd_reject_weight, chunk=self.chunk, suffix=self.args.opd_suffix,
-                        suffix_logp=wrong_prefix)
+        loss, hit = opd_loss(h.reshape(-1, H)[batch["drow"]], tgt[0].reshape(-1, H)[batch["trow"]], batch["labels"],
+                             batch["drow"] // self.B, batch["k"], self.W, gamma=self.args.opd_gamma,
+                             reject_weight=self.args.opd_reject_weight, chunk=self.chunk, suffix=self.args.opd_suffix,
+                             suffix_logp=wrong_prefix)
+        if self.args.opd_reanchor > 0:
+            loss = loss + self.args.opd_reanchor * self.reanchor_loss(h.detach(), f, tgt[0], batch)
+        return loss, hit
+
+    def reanchor_loss(self, h: torch.Tensor, f: torch.Tensor, ht: torch.Tensor, batch: dict) -> torch.Tensor:
+        """The ReAnchor replay stream (module docstring) on REANCHOR_CHAINS random blocks per sequence of the batch:
+        h, the drafter's states over the batch's blocks (their greedy drafts give the rejected suffixes); f and ht,
+        the target's context features and final states of the sequences (the labels' distributions)."""
+        a, B, n = self.args, self.B, batch["anchors"].shape[1]
+        suffixes = []
+        for i, seq in enumerate(batch["seqs"]):
+            slots = [j for j in range(n) if batch["anchors"][i, j] > 0]
+            slots = self.rng.sample(slots, min(REANCHOR_CHAINS, len(slots)))
+            rows = torch.tensor(slots, dtype=torch.long)[:, None] * B + torch.arange(1, B)
+            drafts = self.head(h[i, rows.to(h.device)]).argmax(-1).tolist() if slots else []
+            suffixes.append(rejected_suffixes(seq, [int(batch["anchors"][i, j]) for j in slots], drafts,
+                                              a.opd_reanchor_offsets))
+        rb = replay_batch(self.target, self.head, self.drafter.target_layer_ids, f, batch["seqs"], suffixes,
+                          T=batch["T"], block_size=B, mask_id=a.mask_id, depth=a.opd_reanchor_depth)
+        if rb is None:
+            return torch.zeros((), device=h.device)
+        with self.autocast():
+            hs = draft_forward(self.drafter, self.embed_w, rb["ctx"], rb, self.run_dtype())
+        k = rb["k"]
+        w = torch.exp(-(k - 1).float() / self.gamma)
+        loss, hit = head_loss(hs.reshape(-1, hs.shape[-1])[rb["drow"]], ht.reshape(-1, ht.shape[-1])[rb["trow"]],
+                              rb["labels"], w / w.sum(), self.W, 1.0, self.chunk)
+        self.reanchor_stats += torch.stack([torch.bincount(k - 1, minlength=a.opd_reanchor_depth),
+                                            torch.bincount(k - 1, hit.float(), minlength=a.opd_reanchor_depth).long()])
+        return loss
 
 
 def opd_loss(hd: torch.Tensor, ht: torch.Tensor, labels: torch.Tensor, block: torch.Tensor, k: torch.Tensor,
@@ -451,38 +507,136 @@ def opd_loss(hd: torch.Tensor, ht: torch.Tensor, labels: torch.Tensor, block: to
 
 
 @torch.no_grad()
+def chain_states(target, seq: list[int], starts: list[int], chains: list[list[int]],
+                 layer_ids: list[int] = ()) -> tuple[torch.Tensor, torch.Tensor]:
+    """The target over token chains appended after one sequence, in one forward: chain b's token i sits at position
+    starts[b] + i and sees seq[:starts[b]] and its own chain up to itself (the verification mask of a chain), as a
+    round's verify pass sees a rejected path. Returns, for the chains' tokens in order, the drafter's context
+    features (hidden states after `layer_ids`, concatenated) and the final normed hidden states."""
+    from .main import target_states
+
+    dev = next(target.parameters()).device
+    n = max(starts)                               # no chain sees the sequence past its start: cut it there
+    pos = torch.tensor([q + i for q, ch in zip(starts, chains) for i in range(len(ch))], device=dev)
+    blk = torch.tensor([b for b, ch in enumerate(chains) for _ in ch], device=dev)
+    m = len(pos)
+    start_t = torch.tensor(starts, device=dev)[blk]
+    visible = torch.zeros(n + m, n + m, dtype=torch.bool, device=dev)
+    visible[:n, :n] = torch.ones(n, n, dtype=torch.bool, device=dev).tril()
+    visible[n:, :n] = torch.arange(n, device=dev)[None, :] < start_t[:, None]
+    visible[n:, n:] = (blk[:, None] == blk[None, :]) & (pos[None, :] <= pos[:, None])
+    dt = next(target.parameters()).dtype
+    mask = torch.zeros(1, 1, n + m, n + m, dtype=dt, device=dev).masked_fill_(~visible[None, None], torch.finfo(dt).min)
+    ids = torch.tensor([seq[:n] + [t for ch in chains for t in ch]], device=dev)
+    feats, final = target_states(target, list(layer_ids), input_ids=ids, attention_mask=mask,
+                                 position_ids=torch.cat([torch.arange(n, device=dev), pos])[None])
+    return feats[0, n:], final[0, n:]
+
+
+@torch.no_grad()
 def suffix_logp(target, seq: list[int], starts: list[int], drafts: torch.Tensor, W: torch.Tensor) -> torch.Tensor:
     """The target's log-prob of each block's later rejected drafts under the drafter's own prefix, for one sequence
     (one forward): block b's first rejected draft drafts[b, 0] sits at position starts[b] (its prefix seq[:starts[b]]
     is the target's), and drafts[b, j] (j >= 1, -1 = none) is scored after seq[:starts[b]] ++ drafts[b, :j].
-    The drafts become extra query tokens after the sequence, each seeing its block's prefix and earlier drafts only
-    (the verification mask of a chain). Returns drafts' shape in float, column 0 and missing entries 0."""
-    dev, n = W.device, len(seq)
-    toks, pos, blk, col = [], [], [], []
-    for b, (q, row) in enumerate(zip(starts, drafts.tolist())):
-        L = next((i for i, t in enumerate(row) if t < 0), len(row))   # drafts present (a prefix of the row)
-        for i in range(L - 1):                                        # the last draft is only scored, never input
-            toks.append(row[i]), pos.append(q + i), blk.append(b), col.append(i + 1)
+    The drafts but the last become a chain after the sequence (chain_states). Returns drafts' shape in float,
+    column 0 and missing entries 0."""
+    dev = W.device
     out = torch.zeros(drafts.shape, device=dev)
-    if not toks:
+    rows = [row[:next((i for i, t in enumerate(row) if t < 0), len(row))] for row in drafts.tolist()]
+    chains = [row[:-1] for row in rows]           # the last draft is only scored, never input
+    keep = [b for b, ch in enumerate(chains) if ch]
+    if not keep:
         return out
-    m = len(toks)
-    pos_t, blk_t = torch.tensor(pos, device=dev), torch.tensor(blk, device=dev)
-    start_t = torch.tensor(starts, device=dev)[blk_t]
-    seen_seq = torch.arange(n, device=dev)[None, :] < start_t[:, None]                     # (m, n)
-    seen_own = (blk_t[:, None] == blk_t[None, :]) & (pos_t[None, :] <= pos_t[:, None])     # (m, m)
-    visible = torch.zeros(n + m, n + m, dtype=torch.bool, device=dev)
-    visible[:n, :n] = torch.ones(n, n, dtype=torch.bool, device=dev).tril()
-    visible[n:, :n], visible[n:, n:] = seen_seq, seen_own
-    dt = next(target.parameters()).dtype
-    mask = torch.zeros(1, 1, n + m, n + m, dtype=dt, device=dev).masked_fill_(~visible[None, None], torch.finfo(dt).min)
-    ids = torch.tensor([seq + toks], device=dev)
-    positions = torch.cat([torch.arange(n, device=dev), pos_t])[None]
-    h = target.model(input_ids=ids, position_ids=positions, attention_mask=mask, use_cache=False).last_hidden_state
-    logp = torch.log_softmax((h[0, n:].to(W.dtype) @ W.T).float(), -1)
-    col_t = torch.tensor(col, device=dev)
-    out[blk_t, col_t] = logp.gather(-1, drafts[blk_t, col_t, None].to(dev))[:, 0]
+    _, h = chain_states(target, seq, [starts[b] for b in keep], [chains[b] for b in keep])
+    blk = torch.tensor([b for b in keep for _ in chains[b]], device=dev)
+    col = torch.tensor([i + 1 for b in keep for i in range(len(chains[b]))], device=dev)
+    logp = torch.log_softmax((h.to(W.dtype) @ W.T).float(), -1)
+    out[blk, col] = logp.gather(-1, drafts.to(dev)[blk, col, None])[:, 0]
     return out
+
+
+def reanchor_sites(seq: list[int], start: int, anchors: list[int], block_size: int) -> list[tuple[int, int]]:
+    """Where ReAnchor would attach the shifted blocks of a rejected suffix starting at `start`, were the round's
+    baseline block the target's own tokens seq[start:start+B]: (d, t) for g(d) with anchor anchors[d-1] = a_d, t
+    its earliest match (the paper's rule) among those that leave a token to predict after it."""
+    out = []
+    for d, a_d in enumerate(anchors, 1):
+        t = next((t for t in range(block_size) if start + t < len(seq) - 1 and seq[start + t] == a_d), None)
+        if t is not None:
+            out.append((d, t))
+    return out
+
+
+def rejected_suffixes(seq: list[int], anchors: list[int], drafts: list[list[int]], offsets: int
+                      ) -> list[tuple[int, list[int]]]:
+    """The rejected suffixes a greedy round would retain: for each block (anchor p, greedy drafts at offsets 1..B-1)
+    whose drafts miss the response inside it, (start, chain): the first rejected draft sits at start = p + a + 1
+    (a drafts accepted), and the chain holds it and the drafts after it, at most `offsets` (ReAnchor's g(1..offsets)
+    anchor on them). A block accepted whole, or whose miss leaves no response token after it, retains nothing."""
+    out = []
+    for p, g in zip(anchors, drafts):
+        a = next((k for k in range(len(g)) if p + k + 1 >= len(seq) or g[k] != seq[p + k + 1]), len(g))
+        if a < len(g) and p + a + 1 < len(seq) - 1:
+            out.append((p + a + 1, g[a:a + offsets]))
+    return out
+
+
+def replay_batch(target, head, layer_ids: list[int], f: torch.Tensor, seqs: list[list[int]],
+                 suffixes: list[list[tuple[int, list[int]]]], *, T: int, block_size: int, mask_id: int,
+                 depth: int) -> dict | None:
+    """One drafter batch of the shifted blocks ReAnchor drafts from the rejected suffixes (rejected_suffixes, per
+    sequence), and their rows; None when no block attaches. Per sequence, one target pass over its chains
+    (chain_states) gives their context features and a_d = the target's token after chain[:d]; g(d) = [a_d, MASK..]
+    at positions start+d.. sees the sequence's features before `start` (f, padded to T) and its chain's first d
+    features, as the engine drafts it (ALGORITHM.md, step 1). It attaches at reanchor_sites' t, where its block
+    position j predicts x[start+t+j] (j <= depth): drow indexes the drafter's output, trow the target's rows (b * T)
+    whose distribution is that token's. Keys are [f, the chains' features (M per sequence), the blocks]."""
+    B, per = block_size, []
+    for seq, suf in zip(seqs, suffixes):
+        if not suf:
+            per.append(None)
+            continue
+        starts, chains = [q for q, _ in suf], [c for _, c in suf]
+        cf, ch = chain_states(target, seq, starts, chains, layer_ids)
+        a_d, blocks, at = head(ch).argmax(-1).tolist(), [], 0
+        for c, (q, chain) in enumerate(suf):
+            anchors = a_d[at:at + len(chain)]
+            blocks += [(c, d, anchors[d - 1], t) for d, t in reanchor_sites(seq, q, anchors, B)]
+            at += len(chain)
+        per.append((starts, chains, cf, blocks) if blocks else None)
+    live = [x for x in per if x]
+    if not live:
+        return None
+    NS, M, b = max(len(x[3]) for x in live), max(len(x[2]) for x in live), len(per)
+    ctx = torch.cat([f, f.new_zeros(b, M, f.shape[-1])], 1)
+    block = torch.full((b, NS * B), mask_id, dtype=torch.long)
+    pos = torch.cat([torch.arange(T).expand(b, T), torch.zeros(b, M + NS * B, dtype=torch.long)], 1)
+    own = torch.arange(NS * B) // B
+    mask = torch.zeros(b, NS * B, T + M + NS * B, dtype=torch.bool)
+    mask[:, :, T + M:] = own[:, None] == own[None, :]            # each block sees itself (a padding one: only itself)
+    drow, trow, labels, k = [], [], [], []
+    for i, x in enumerate(per):
+        if not x:
+            continue
+        starts, chains, cf, blocks = x
+        cid = torch.tensor([c for c, chain in enumerate(chains) for _ in chain])
+        cix = torch.tensor([j for chain in chains for j in range(len(chain))])
+        ctx[i, T:T + len(cid)] = cf.to(ctx.dtype)
+        pos[i, T:T + len(cid)] = torch.tensor(starts)[cid] + cix
+        for slot, (c, d, tok, t) in enumerate(blocks):
+            q, rows = starts[c], slice(slot * B, slot * B + B)
+            block[i, slot * B] = tok
+            pos[i, T + M + slot * B:T + M + slot * B + B] = q + d + torch.arange(B)
+            mask[i, rows, :q] = True                                       # the target's own context, < start
+            mask[i, rows, T:T + len(cid)] = (cid == c) & (cix < d)        # its chain's first d states
+            for j in range(1, min(depth, len(seqs[i]) - 1 - q - t) + 1):
+                drow.append(i * NS * B + slot * B + j)
+                trow.append(i * T + q + t + j - 1)
+                labels.append(seqs[i][q + t + j])
+                k.append(j)
+    return {"ctx": ctx, "block_ids": block, "position_ids": pos, "mask": mask[:, None], "T": T,
+            "drow": torch.tensor(drow), "trow": torch.tensor(trow), "labels": torch.tensor(labels), "k": torch.tensor(k),
+            "blocks": [x[3] if x else [] for x in per]}
 
 
 def variant_card(t: VariantTrainer, hw: str, final: bool) -> str:
@@ -498,7 +652,9 @@ def variant_card(t: VariantTrainer, hw: str, final: bool) -> str:
                               "frozen backbone",
             "opd": lambda: f"the whole DFlash drafter, post-trained on policy (Draft-OPD, {a.opd_anchors} anchors, gamma "
                            f"{a.opd_gamma}, rejected-stream weight {a.opd_reject_weight}, post-rejection suffix "
-                           f"{a.opd_suffix})"}[a.variant]()
+                           f"{a.opd_suffix}" + (f"; ReAnchor replay weight {a.opd_reanchor}, offsets "
+                                                f"{a.opd_reanchor_offsets}, depth {a.opd_reanchor_depth}"
+                                                if a.opd_reanchor else "") + ")"}[a.variant]()
     rows = {"target": "SmolLM2-135M-Instruct (embedded GGUF, dequantised)", "trained": what,
             "backbone / start": a.init_from + (f" (head; backbone: {a.backbone_from})" if a.backbone_from else ""),
             "hardware": hw, "steps": t.step,
