@@ -68,7 +68,7 @@ from ..paths import DRAFTERS
 from .data import log
 from .loss import head_loss, negatives
 from .main import (Trainer, draft_forward, draft_matches, eval_tau, folder_state, frozen_head, lineage_of, make_batch,
-                   rollout)
+                   rollout, target_states)
 
 DEFAULT_TOPK = 16
 SEQS_PER_FILE = 64   # training sequences per head-rows cache file
@@ -462,12 +462,13 @@ class OPDTrainer(VariantTrainer):
             return torch.zeros((), device=h.device)
         with self.autocast():
             hs = draft_forward(self.drafter, self.embed_w, rb["ctx"], rb, self.run_dtype())
-        k = rb["k"]
+        drow, trow, labels, k = (rb[x].to(h.device) for x in ("drow", "trow", "labels", "k"))
         w = torch.exp(-(k - 1).float() / self.gamma)
-        loss, hit = head_loss(hs.reshape(-1, hs.shape[-1])[rb["drow"]], ht.reshape(-1, ht.shape[-1])[rb["trow"]],
-                              rb["labels"], w / w.sum(), self.W, 1.0, self.chunk)
+        loss, hit = head_loss(hs.reshape(-1, hs.shape[-1])[drow], ht.reshape(-1, ht.shape[-1])[trow], labels,
+                              w / w.sum(), self.W, 1.0, self.chunk)
         self.reanchor_stats += torch.stack([torch.bincount(k - 1, minlength=a.opd_reanchor_depth),
-                                            torch.bincount(k - 1, hit.float(), minlength=a.opd_reanchor_depth).long()])
+                                            torch.bincount(k - 1, hit.float(), minlength=a.opd_reanchor_depth).long()
+                                            ]).cpu()
         return loss
 
 
@@ -513,8 +514,6 @@ def chain_states(target, seq: list[int], starts: list[int], chains: list[list[in
     starts[b] + i and sees seq[:starts[b]] and its own chain up to itself (the verification mask of a chain), as a
     round's verify pass sees a rejected path. Returns, for the chains' tokens in order, the drafter's context
     features (hidden states after `layer_ids`, concatenated) and the final normed hidden states."""
-    from .main import target_states
-
     dev = next(target.parameters()).device
     n = max(starts)                               # no chain sees the sequence past its start: cut it there
     pos = torch.tensor([q + i for q, ch in zip(starts, chains) for i in range(len(ch))], device=dev)
