@@ -68,7 +68,12 @@ def launch(args: argparse.Namespace, block: bool = True):
                 # from 50 to 250 ms over 100 clicks)
                 run_history=False,
                 enable_monitoring=False, mcp_server=False, prevent_thread_lock=True, quiet=True,
-                state_session_capacity=STATE_SESSIONS, app_kwargs={"routes": [plotly_js]})
+                state_session_capacity=STATE_SESSIONS, app_kwargs={"routes": [plotly_js]},
+                # skip Gradio's self-check: one HEAD of our page with a 3 s timeout, whose only remedy is a
+                # share link. On a busy machine (the model loading beside it, other jobs) it timed out and the
+                # app exited. Reachability is already proven: launch first GETs its startup-events route,
+                # with no timeout, and raises if that fails.
+                _frontend=False)
     # our own line: quiet=True drops Gradio's, which also urges share=True (a public tunnel we never open)
     reach = "this machine only" if args.host in ("127.0.0.1", "localhost", "::1") else f"host {args.host}: other machines too"
     print(f"ReAnchor Explorer on {demo.local_url} ({reach})", flush=True)
