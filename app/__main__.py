@@ -55,7 +55,7 @@ def launch(args: argparse.Namespace, block: bool = True):
     from .page import CSS, HEAD, PLOTLY_JS, PLOTLY_ROUTE, theme
     from .ui import build_ui
 
-    loader = ModelLoader(args, enabled=not args.no_model).start()
+    loader = ModelLoader(args, enabled=not args.no_model)  # started once the server is up (below)
     plotly_js = Route(PLOTLY_ROUTE, lambda request: FileResponse(PLOTLY_JS, media_type="text/javascript",
                                                                   headers={"Cache-Control": "max-age=86400"}))
     demo = build_ui(loader, sessions_from_args(args))
@@ -74,6 +74,9 @@ def launch(args: argparse.Namespace, block: bool = True):
                 # app exited. Reachability is already proven: launch first GETs its startup-events route,
                 # with no timeout, and raises if that fails.
                 _frontend=False)
+    # The load starts once the server is up, so that its imports and de-quantisation (GIL-bound) do not slow
+    # the server's start; the page itself imports no torch (tests/test_layout.py).
+    loader.start()
     # our own line: quiet=True drops Gradio's, which also urges share=True (a public tunnel we never open)
     reach = "this machine only" if args.host in ("127.0.0.1", "localhost", "::1") else f"host {args.host}: other machines too"
     print(f"ReAnchor Explorer on {demo.local_url} ({reach})", flush=True)
