@@ -102,12 +102,13 @@ def best_first(anchor: int, sources: list[Source], budget: int, max_depth: int) 
                            (tree.also, [])):
                 lst.append(v)
             added += 1
-            if i == 0 and rank == 0 and chain.get(depth - 1) == parent:
-                chain[depth] = node
-                for j in waiting.pop(depth, []):
-                    push(j, 0, 0, node, tree.scores[node])
         elif i != tree.sources[node] and i not in tree.also[node]:
             tree.also[node].append(i)
+        # the baseline's rank-0 chain goes on through its node even where another block made it first
+        if i == 0 and rank == 0 and depth not in chain and chain.get(depth - 1) == parent:
+            chain[depth] = node
+            for j in waiting.pop(depth, []):
+                push(j, 0, 0, node, tree.scores[node])
         push(i, pos, rank + 1, parent, base)     # next sibling
         push(i, pos + 1, 0, node, base + lq)     # first child
     return tree

@@ -41,3 +41,25 @@ def test_dflash2_is_lossless_and_matches_reference(monkeypatch):
         run = eng.run(ids, DecodeConfig(mode="dflash", max_new_tokens=16, ignore_eos=True))
         rounds = list(run)
         assert [len(r["new_tokens"]) for r in rounds] == ref.acceptance_lengths
+
+
+def test_dflash2_runs_on_two_threads_keep_their_seeds():
+    """DFlash 2's selector samples with the process-wide RNG, which each run seeds from its own
+    generator: two runs on two threads at once give what each gives alone."""
+    import threading
+    eng = Engine(dflash2_models(1, init=0.12))
+    ids = eng.encode_prompt("ab c")
+
+    def cfg(seed):
+        return DecodeConfig(mode="reanchor", temperature=1.0, seed=seed, max_new_tokens=60, ignore_eos=True)
+
+    alone = {s: eng.run(ids, cfg(s)).finish()["output_ids"] for s in (3, 4)}
+    for _ in range(4):
+        together = {}
+
+        def go(s):
+            together[s] = eng.run(ids, cfg(s)).finish()["output_ids"]
+        threads = [threading.Thread(target=go, args=(s,)) for s in (3, 4)]
+        [t.start() for t in threads]
+        [t.join() for t in threads]
+        assert together == alone

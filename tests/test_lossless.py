@@ -75,3 +75,46 @@ def test_stop_token_ends_the_run():
     run = eng.run(ids, DecodeConfig(max_new_tokens=60))
     list(run)
     assert run.result["output_ids"] == full[: first + 1]
+
+
+def test_sliding_window_targets_are_lossless():
+    """Targets whose layers see only the last W positions (Qwen3 with use_sliding_window: the upper
+    half of the layers; Mistral: every layer), with runs several windows long: every mode equals
+    the target's own greedy decoding, whose masks transformers builds."""
+    for kind, seed in (("qwen3", 0), ("mistral", 5)):
+        eng = Engine(tiny_models(kind, seed, block_size=5, window=6))
+        ids = eng.encode_prompt("ab c ab")
+        want = greedy_reference(eng.models.target, ids, 30)
+        for mode, rule in configs():
+            if rule in ("earliest", "fixed"):
+                run = eng.run(ids, DecodeConfig(mode=mode, rule=rule, max_new_tokens=30, ignore_eos=True))
+                assert run.finish()["output_ids"] == want, (kind, mode, rule)
+
+
+def test_targets_with_other_attention_kinds_are_refused():
+    """Chunked or linear attention cannot take a tree mask over a compacted cache: a named error."""
+    import pytest
+    from engine.errors import InputError
+    from transformers import Qwen3Config
+    models = tiny_models("qwen3", 0)
+    models.target.config = Qwen3Config(num_hidden_layers=4, eos_token_id=2,
+                                       layer_types=["full_attention", "chunked_attention"] * 2)
+    with pytest.raises(InputError, match="target: attention layers of kind chunked_attention"):
+        Engine(models)
+
+
+def test_a_run_left_early_still_gives_its_trace():
+    """A caller that breaks out of the loop, after stop() or without it, gets the trace of the run
+    so far, marked stopped, and it validates."""
+    from engine.trace import validate_trace
+    eng = Engine(tiny_models("llama", 1))
+    ids = eng.encode_prompt("ab")
+    for stop in (True, False):
+        run = eng.run(ids, DecodeConfig(max_new_tokens=40, ignore_eos=True))
+        for i, _ in enumerate(run):
+            if i == 1:
+                run.stop() if stop else None
+                break
+        trace = validate_trace(run.trace())
+        assert run.result["stopped"] and len(trace["rounds"]) == 2
+        assert len(trace["output_ids"]) == 1 + sum(len(r["new_tokens"]) for r in trace["rounds"]) < 40

@@ -213,3 +213,19 @@ def test_speculative_sampling_is_exact(mode, rule, k, seq, zeros, max_nodes, law
     for seed in range(2):
         world = World(seed * 7 + k, 1 + k, seq, zeros)
         assert_target_law(world, round_law(world, mode, rule, max_nodes, lawless))
+
+
+def test_tiny_temperatures_decode_greedily():
+    """A temperature too small for logits / T (1e-40, the smallest double) is the greedy limit, in
+    every kind of drafter: no nan law, no crash."""
+    from engine.decode import DecodeConfig, Engine
+    from test_dflash2 import dflash2_models
+    from tiny import tiny_models, tiny_variant_models
+    for models in (tiny_models("llama", 3, block_size=5), dflash2_models(1), tiny_variant_models("domino")):
+        eng = Engine(models)
+        ids = eng.encode_prompt("ab")
+        greedy = eng.run(ids, DecodeConfig(mode="ar", max_new_tokens=12, ignore_eos=True)).finish()["output_ids"]
+        for T in (1e-40, 5e-324):
+            for mode in ("ar", "reanchor"):
+                run = eng.run(ids, DecodeConfig(mode=mode, temperature=T, max_new_tokens=12, ignore_eos=True))
+                assert run.finish()["output_ids"] == greedy, (models.drafter_name, T, mode)

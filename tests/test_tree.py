@@ -82,6 +82,18 @@ def test_shifted_branch_hangs_under_its_site_and_merges():
     assert (7, 6, 3) not in paths         # a shifted block only hangs under g(0)'s rank-0 prefix
 
 
+def test_a_block_deeper_than_a_node_another_block_made_first_still_hangs():
+    """g(1) at the anchor proposes g(0)'s own next token with a higher q, so it makes that node
+    first; the baseline chain must still go on through it, and g(2), attached deeper, hang there."""
+    lp = math.log
+    base = Source(0, 0, [[(5, lp(.6)), (9, lp(.2))], [(6, lp(.6)), (9, lp(.2))], [(7, lp(.6)), (9, lp(.2))]])
+    first = Source(1, 0, [[(5, lp(.95)), (9, lp(.02))], [(11, lp(.5)), (9, lp(.2))]])
+    deep = Source(2, 2, [[(20, lp(.99)), (9, lp(.005))], [(21, lp(.99)), (9, lp(.005))]])
+    tree = best_first(1, [base, first, deep], 40, 10)
+    paths = {tuple(tree.tokens[n] for n in tree.path(i)) for i in range(len(tree))}
+    assert (1, 5, 6, 20, 21) in paths
+
+
 def test_tree_proposal_facts_align_with_the_trie():
     rng = random.Random(3)
     ranked = [ranked_lists(rng, 5, 4, 6) for _ in range(3)]
@@ -133,6 +145,17 @@ def test_node_budget_follows_the_hardware():
     learnt = cal.estimates([math.log(0.9), math.log(0.5)])
     assert learnt[0] == pytest.approx(1 / 3, abs=0.02) and raw[0] > 0.8
     assert learnt[1] <= learnt[0]   # never more likely than a better-scored node
+
+
+def test_calibration_starts_at_the_drafters_own_estimate():
+    """Before any observation, a node's estimate is exp(score) to within its bin: the prior of the
+    bin the score falls in, not of a neighbour's."""
+    from engine.decode.cost import CALIB_EDGES, Calibration
+    cal = Calibration()
+    hi = (0.0,) + CALIB_EDGES
+    for b, lo in enumerate(CALIB_EDGES):
+        score = (lo + hi[b]) / 2
+        assert math.exp(lo) <= cal.estimates([score])[0] <= math.exp(hi[b]), (b, score)
 
 
 @pytest.mark.parametrize("mode", ["dflash", "ddtree", "reanchor", "reanchor-tree"])

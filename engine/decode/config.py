@@ -7,6 +7,8 @@ from ..errors import InputError
 from ..options import (ACCEPTANCE, MAX_NEW_TOKENS, MODES, RULES, UNSHIFTED_MODES, parse_max_shifted,
                        parse_max_trie_nodes, to_int)
 
+GREEDY_BELOW = 1e-5   # a temperature under this decodes greedily (as vLLM does): logits / T would overflow
+
 
 @dataclass
 class DecodeConfig:
@@ -38,6 +40,7 @@ def validate(cfg: DecodeConfig, drafter_block_size: int | None) -> DecodeConfig:
         raise InputError("temperature", f"{cfg.temperature!r} is not a number") from None
     if not t >= 0 or t == float("inf"):
         raise InputError("temperature", f"must be a finite number >= 0, got {cfg.temperature!r}")
+    t = 0.0 if t < GREEDY_BELOW else t
     seed = to_int(cfg.seed, "seed")
     n = to_int(cfg.max_new_tokens, "max_new_tokens", lo=1)
     if n > MAX_NEW_TOKENS:

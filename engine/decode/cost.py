@@ -182,7 +182,8 @@ class Calibration:
             self.hits[b] += i in acc
 
     def table(self) -> list[float]:
-        mids = [0.0] + [(a + b) / 2 for a, b in zip((0.0,) + CALIB_EDGES, CALIB_EDGES)] + [CALIB_EDGES[-1] - 1]
+        # bin b holds scores in [CALIB_EDGES[b], CALIB_EDGES[b-1]) (bin 0 up to 0); the last one is open
+        mids = [(a + b) / 2 for a, b in zip((0.0,) + CALIB_EDGES, CALIB_EDGES)] + [CALIB_EDGES[-1] - 1]
         est = [(h + CALIB_PRIOR * math.exp(m)) / (n + CALIB_PRIOR) for h, n, m in zip(self.hits, self.seen, mids)]
         return list(np.minimum.accumulate(est))
 

@@ -15,6 +15,7 @@ the backbone's own tokens (what it corrected).
 from __future__ import annotations
 
 import math
+import threading
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Callable, Protocol
@@ -64,19 +65,24 @@ def _dflash(drafter, hidden, head, T: float, gen, argmax: bool) -> Proposal:
     return Proposal(toks, logits, probs)
 
 
+_GLOBAL_RNG = threading.Lock()   # one run at a time may borrow the process-wide RNG
+
+
 @contextmanager
 def _global_rng_from(gen: torch.Generator):
     """The global RNG of `gen`'s device, seeded from `gen` for the block and restored after: the
-    draws of code that samples with the global RNG follow the run's seed, and nothing else's."""
+    draws of code that samples with the global RNG follow the run's seed, and nothing else's.
+    Held under a lock: runs on other threads would otherwise reseed it mid-block."""
     dev = gen.device
     rng = (torch.cuda.default_generators[dev.index if dev.index is not None else torch.cuda.current_device()]
            if dev.type == "cuda" else torch.default_generator)
-    state = rng.get_state()
-    rng.manual_seed(int(torch.randint(2**62, (), generator=gen, device=dev)))
-    try:
-        yield
-    finally:
-        rng.set_state(state)
+    with _GLOBAL_RNG:
+        state = rng.get_state()
+        rng.manual_seed(int(torch.randint(2**62, (), generator=gen, device=dev)))
+        try:
+            yield
+        finally:
+            rng.set_state(state)
 
 
 def _dflash2(drafter, hidden, anchors, head, T: float, gen, argmax: bool) -> Proposal:

@@ -55,6 +55,7 @@ class Engine:
                     h.reshape(-1, h.shape[-1]).to(hd), w).float().view(*h.shape[:-1], -1)
             if hasattr(d, "use_target_embeddings"):  # a head that reads the target's token embeddings
                 d.use_target_embeddings(self.draft_embed)
+        self.window, self.all_sliding = sliding_window(t.config)
 
     # -- text -----------------------------------------------------------------------------------
     def encode_prompt(self, prompt: str) -> list[int]:
@@ -100,7 +101,9 @@ class Engine:
 
     def new_cache(self):
         from transformers import DynamicCache
-        return DynamicCache(config=self.models.target.config)
+        # Sliding-window layers get a full cache too: compact() keeps nodes by absolute position,
+        # and verify() cuts their mask to the window instead.
+        return DynamicCache() if self.window else DynamicCache(config=self.models.target.config)
 
     def target_forward(self, ids, positions, mask, cache):
         out = self.models.target(input_ids=ids, position_ids=positions, attention_mask=mask,
@@ -128,8 +131,12 @@ class Engine:
         if n > 1:
             visible = torch.cat([torch.ones(n, s, dtype=torch.bool, device=dev),
                                  tree_mask(trie.parents, max(trie.depths), dev)], 1)
-            mask = torch.zeros(1, 1, n, s + n, dtype=dt, device=dev)
-            mask.masked_fill_(~visible[None, None], torch.finfo(dt).min)
+            mask = additive(visible, dt)
+            if self.window:   # sliding layers see keys at most window - 1 positions back
+                q = s + depths
+                k = torch.cat([torch.arange(s, device=dev), q])
+                near = additive(visible & (q[:, None] - k[None, :] < self.window), dt)
+                mask = near if self.all_sliding else {"full_attention": mask, "sliding_attention": near}
         logits, feats = self.target_forward(ids, (s + depths)[None], mask, cache)
         return logits[0], feats[0]
 
@@ -230,6 +237,28 @@ class Engine:
         return {"context": P, "device": str(dev),
                 "verify_ms": [timed(lambda: verify(n)) for n in verify_sizes],
                 "draft_ms": [timed(lambda: draft(n)) for n in draft_sizes]}
+
+
+def additive(visible: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """(1, 1, n, k) additive attention mask from an (n, k) bool: 0 where visible, dtype's min elsewhere."""
+    mask = torch.zeros(1, 1, *visible.shape, dtype=dtype, device=visible.device)
+    return mask.masked_fill_(~visible[None, None], torch.finfo(dtype).min)
+
+
+def sliding_window(config) -> tuple[int | None, bool]:
+    """(window, every layer slides) of a target with sliding-window attention layers, else (None, False).
+    Other layer kinds (chunked, linear, recurrent) cannot take a tree mask over a compacted cache: refused."""
+    text = config.get_text_config(decoder=True)
+    types = getattr(text, "layer_types", None) or [
+        "sliding_attention" if getattr(text, "sliding_window", None) else
+        "chunked_attention" if getattr(text, "attention_chunk_size", None) else "full_attention"]
+    other = sorted(set(types) - {"full_attention", "sliding_attention"})
+    if other:
+        raise InputError("target", f"attention layers of kind {', '.join(other)} are not supported "
+                         "(full and sliding-window attention are)")
+    if "sliding_attention" not in types:
+        return None, False
+    return int(text.sliding_window), all(x == "sliding_attention" for x in types)
 
 
 def tree_mask(parents: list[int], depth: int, device=None) -> torch.Tensor:

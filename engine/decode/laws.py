@@ -3,10 +3,12 @@ from __future__ import annotations
 
 import torch
 
+from ..models.variants import tempered
+
 
 def target_law(logits: torch.Tensor, T: float) -> torch.Tensor:
     """p at temperature T > 0: what the target alone would sample from (no top-k / top-p)."""
-    return torch.softmax(logits.float() / T, -1)
+    return tempered(logits, T)
 
 
 class TorchLaws:

@@ -30,6 +30,7 @@ class Run:
             max_trie_nodes=None if cfg.max_trie_nodes == "auto" else cfg.max_trie_nodes,
             budget=budget if auto_k or auto_n else None, auto_shifted=auto_k, auto_nodes=auto_n)
         self._stop = threading.Event()
+        self._t0: float | None = None   # set when the loop starts
         self._gen = self._loop()
 
     def __iter__(self):
@@ -48,12 +49,19 @@ class Run:
         return self.result
 
     def trace(self) -> dict:
+        if self.result is None:   # the caller left the loop early: the run so far, as a stopped one
+            self.result = self._summary(stopped=True)
         return make_trace(self)
+
+    def _summary(self, stopped: bool) -> dict:
+        return {"output_ids": self.output_ids, "text": self.engine.decode(self.output_ids), "stopped": stopped,
+                "stats": run_stats(self.rounds, len(self.output_ids),
+                                   self.engine.sync_time() - self._t0 if self._t0 is not None else 0.0)}
 
     @torch.inference_mode()
     def _loop(self):
         eng, rc = self.engine, self.round_config
-        t0 = eng.sync_time()
+        self._t0 = eng.sync_time()
         first, state = start(eng, self.prompt_ids, rc, self.cfg.seed)
         self.output_ids = [first]
         while not state.done and not self._stop.is_set():
@@ -63,6 +71,4 @@ class Run:
             if rc.budget:
                 rc.budget.observe(rec)
             yield rec
-        self.result = {"output_ids": self.output_ids, "text": eng.decode(self.output_ids),
-                       "stopped": self._stop.is_set(),
-                       "stats": run_stats(self.rounds, len(self.output_ids), eng.sync_time() - t0)}
+        self.result = self._summary(self._stop.is_set())

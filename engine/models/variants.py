@@ -46,11 +46,18 @@ class Proposal:
     backbone: torch.Tensor | None = None    # [rows, L-1]: the backbone's own argmax (sequential heads)
 
 
+def tempered(logits: torch.Tensor, T: float) -> torch.Tensor:
+    """softmax(logits / T) for T > 0, the maximum taken out first: at a tiny T, logits / T would
+    overflow to inf - inf = nan, while this tends to the argmax's point mass."""
+    x = logits.float()
+    return torch.softmax((x - x.amax(-1, keepdim=True)) / T, -1)
+
+
 def draw(logits: torch.Tensor, T: float, gen: torch.Generator | None, argmax: bool
          ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """argmax at T=0 (or when asked), else one sample of softmax(logits / T) per row: (tokens, law or None)."""
     if T > 0 and not argmax:
-        probs = torch.softmax(logits.float() / T, -1)
+        probs = tempered(logits, T)
         toks = torch.multinomial(probs.reshape(-1, probs.shape[-1]), 1, generator=gen).view(probs.shape[:-1])
         return toks, probs
     return logits.argmax(-1), None
