@@ -25,6 +25,13 @@ DEFAULT_TREE_NODES = 32                               # verified nodes per round
 # model's budget for this hardware ("auto"), or at most N.
 SHIFTED_WORDS = ("all", "auto")
 MAX_NEW_TOKENS = 16384
+MAX_CAP = 2**31 - 1   # a per-round cap beyond this is "all" in all but name, and must fit a trace's ints
+
+
+def brief(value, limit: int = 40) -> str:
+    """repr(value), cut to `limit` characters: an error message quotes what was given, not all of it."""
+    r = repr(value)
+    return r if len(r) <= limit else f"{r[:limit]}... ({len(r)} characters)"
 
 
 def to_int(value, field: str, lo: int | None = None, hi: int | None = None) -> int:
@@ -40,7 +47,7 @@ def to_int(value, field: str, lo: int | None = None, hi: int | None = None) -> i
                 raise ValueError
             v = int(f)
         except (TypeError, ValueError, OverflowError):
-            raise InputError(field, f"{value!r} is not a whole number") from None
+            raise InputError(field, f"{brief(value)} is not a whole number") from None
     if lo is not None and v < lo:
         raise InputError(field, f"must be at least {lo}, got {v}")
     if hi is not None and v > hi:
@@ -58,10 +65,11 @@ def parse_cap(value, field: str, lo: int) -> int | str | None:
         if v == "auto":
             return "auto"
         try:
-            return to_int(v, field, lo=lo)
-        except InputError:
-            raise InputError(field, f"{value!r} is not a whole number, 'all' or 'auto'") from None
-    return None if value is None else to_int(value, field, lo=lo)
+            float(v)
+        except ValueError:  # a word: name the words; a number keeps to_int's message (range, fraction)
+            raise InputError(field, f"{brief(value)} is not a whole number, 'all' or 'auto'") from None
+        return to_int(v, field, lo=lo, hi=MAX_CAP)
+    return None if value is None else to_int(value, field, lo=lo, hi=MAX_CAP)
 
 
 def parse_max_shifted(value) -> int | str | None:

@@ -16,6 +16,7 @@ from .embedded import SMOLLM2_MASK_ID, SMOLLM2_VOCAB
 
 DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
           "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16}
+_ABSENT = object()  # a config field that is not there (None is a value: JSON null)
 
 
 @dataclass
@@ -52,23 +53,36 @@ def stop_token_ids(tokenizer, config) -> list[int]:
 
 
 def resolve_device(device: str = "auto") -> torch.device:
+    """auto (CUDA when there is one, else the CPU), cpu, cuda or cuda:N (N below the device count)."""
     if device in (None, "", "auto"):
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    usage = "use auto, cpu, cuda or cuda:N"
     try:
-        dev = torch.device(device)
-    except RuntimeError:
-        raise InputError("device", f"unknown device {device!r} (use auto, cpu, cuda or cuda:N)")
-    if dev.type == "cuda" and not torch.cuda.is_available():
+        dev = device if isinstance(device, torch.device) else torch.device(str(device).strip())
+    except (RuntimeError, TypeError, ValueError):
+        raise InputError("device", f"unknown device {device!r} ({usage})") from None
+    if dev.type == "cpu" and dev.index in (None, 0):
+        return torch.device("cpu")
+    if dev.type != "cuda":
+        raise InputError("device", f"{device!r} is not supported ({usage})")
+    if not torch.cuda.is_available():
         raise InputError("device", "cuda was asked for but no CUDA device is available")
+    count = torch.cuda.device_count()
+    if dev.index is not None and dev.index >= count:
+        raise InputError("device", f"{device!r}: there is no CUDA device {dev.index} "
+                         f"({count} found: cuda:0{f' to cuda:{count - 1}' if count > 1 else ''})")
     return dev
 
 
-def resolve_dtype(dtype: str | None, device: torch.device) -> torch.dtype:
-    """auto: bf16 on CUDA, fp32 on the CPU (fp32 is what makes T=0 token-exact)."""
+def resolve_dtype(dtype: str | None, device: torch.device, field: str = "dtype") -> torch.dtype:
+    """auto: bf16 on CUDA, fp32 on the CPU (fp32 is what makes T=0 token-exact). `field` names the
+    option in errors (dtype, draft_dtype)."""
     if dtype in (None, "", "auto"):
         return torch.bfloat16 if device.type == "cuda" else torch.float32
-    if dtype not in DTYPES:
-        raise InputError("dtype", f"unknown dtype {dtype!r} (use auto, float32, bfloat16 or float16)")
+    if isinstance(dtype, torch.dtype) and dtype in DTYPES.values():
+        return dtype
+    if not isinstance(dtype, str) or dtype not in DTYPES:
+        raise InputError(field, f"unknown dtype {dtype!r} (use auto, float32, bfloat16 or float16)")
     return DTYPES[dtype]
 
 
@@ -108,12 +122,26 @@ def load_target(name: str | None, device: torch.device, dtype: torch.dtype,
         path = name
     try:
         tok = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
-        model = AutoModelForCausalLM.from_pretrained(
-            path, dtype=dtype, attn_implementation="sdpa", trust_remote_code=trust_remote_code)
+        model, info = AutoModelForCausalLM.from_pretrained(
+            path, dtype=dtype, attn_implementation="sdpa", trust_remote_code=trust_remote_code,
+            output_loading_info=True)
     except InputError:
         raise
     except Exception as e:  # hub errors, malformed configs, missing files
         raise InputError("target", f"could not load {name!r}: {str(e).splitlines()[0]}") from e
+    missing = sorted(info.get("missing_keys") or [])
+    if missing:  # from_pretrained would start these at random: a folder of another kind (a drafter?)
+        shown = ", ".join(repr(k) for k in missing[:3])
+        cfg = model.config
+        is_drafter = any(getattr(cfg, k, None) is not None for k in ("dflash_config", "markov_rank"))
+        raise InputError("target", f"{name} lacks the weights {shown}"
+                         + (f" (and {len(missing) - 3} more)" if len(missing) > 3 else "")
+                         + f" that a {type(model).__name__} needs"
+                         + (": it is a drafter's folder (pass it as --drafter)" if is_drafter else ""))
+    rows = model.get_input_embeddings().weight.shape[0]
+    if len(tok) > rows:  # fewer is normal: padded vocabularies
+        raise InputError("target", f"{name}'s tokenizer has {len(tok)} ids but the model's embedding "
+                         f"table only {rows} rows")
     return model.to(device).eval(), tok
 
 
@@ -189,8 +217,13 @@ def load_drafter(name: str | None, target, device: torch.device, dtype: torch.dt
         _check_folder("drafter", p)
     from transformers import AutoConfig
 
+    from .variants import draft_value
+
     try:
         cfg = AutoConfig.from_pretrained(name, trust_remote_code=trust_remote_code)
+        ids = draft_value(cfg, "target_layer_ids", _ABSENT)
+        if ids is not _ABSENT:  # before the weights: an empty or odd list would fail unnamed (on fc's shape)
+            check_layer_ids(ids, target.config.num_hidden_layers)
         cls = drafter_class(cfg)
         model, info = cls.from_pretrained(name, dtype=dtype, output_loading_info=True)
     except InputError:
@@ -205,18 +238,49 @@ def load_drafter(name: str | None, target, device: torch.device, dtype: torch.dt
     return model.to(device).eval(), name
 
 
+def output_rows(target) -> int:
+    """The target's output vocabulary: the rows of its LM head."""
+    head = getattr(target, "lm_head", None)
+    return (head if head is not None else target.get_output_embeddings()).weight.shape[0]
+
+
+def has_vocab_weights(drafter) -> bool:
+    """Whether the drafter holds vocabulary-sized weights of its own (DFlash 2's candidate selector,
+    Domino's and DSpark's heads); a DFlash drafter reads only the target's embeddings and head."""
+    from dflash import DFlash2DraftModel
+
+    from .variants import SequentialDrafter
+
+    return isinstance(drafter, (DFlash2DraftModel, SequentialDrafter))
+
+
+def check_layer_ids(ids, n: int) -> None:
+    """target_layer_ids: a non-empty list of whole numbers 0 <= i < n, the target's layers whose outputs
+    the drafter reads (a negative index would wrap around, to the embeddings' output for -1)."""
+    if not isinstance(ids, (list, tuple)) or not ids:
+        raise InputError("drafter", f"target_layer_ids {ids!r} is not a non-empty list of the target's "
+                         f"layer indices (0 to {n - 1})")
+    bad = [i for i in ids if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < n]
+    if bad:
+        raise InputError("drafter", f"target_layer_ids {list(ids)!r}: {bad[0]!r} is not a layer of the "
+                         f"target (whole numbers 0 to {n - 1}: it has {n} layers)")
+
+
 def check_pair(target, drafter) -> None:
     """The drafter must read this target's features and use its embedding table."""
     tc, dc = target.config, drafter.config
     if dc.hidden_size != tc.hidden_size:
         raise InputError("drafter", f"hidden size {dc.hidden_size} != target's {tc.hidden_size}")
-    if max(drafter.target_layer_ids) >= tc.num_hidden_layers:
-        raise InputError("drafter", f"target_layer_ids {drafter.target_layer_ids} exceed the "
-                         f"target's {tc.num_hidden_layers} layers")
+    check_layer_ids(drafter.target_layer_ids, tc.num_hidden_layers)
     rows = target.get_input_embeddings().weight.shape[0]
     if drafter.mask_token_id is None or not 0 <= int(drafter.mask_token_id) < rows:
         raise InputError("drafter", f"mask_token_id {drafter.mask_token_id} is not a row of the "
                          f"target's embedding table ({rows} rows)")
+    if has_vocab_weights(drafter):
+        vocab, own = output_rows(target), getattr(dc, "vocab_size", None)
+        if own != vocab:
+            raise InputError("drafter", f"vocab_size {own} != the target's output vocabulary ({vocab} rows "
+                             f"in its LM head): a {type(drafter).__name__}'s own weights are vocabulary-sized")
 
 
 def load_models(target: str | None = None, drafter: str | None = None, device: str = "auto",
@@ -227,7 +291,7 @@ def load_models(target: str | None = None, drafter: str | None = None, device: s
     measured 2.8x slower per call than fp32)."""
     dev = resolve_device(device)
     dt = resolve_dtype(dtype, dev)
-    ddt = resolve_dtype(draft_dtype, dev) if draft_dtype not in (None, "", "auto") else dt
+    ddt = resolve_dtype(draft_dtype, dev, "draft_dtype") if draft_dtype not in (None, "", "auto") else dt
     tname = target or "embedded"
     tgt, tok = load_target(tname, dev, dt, trust_remote_code)
     drf, dname = load_drafter(drafter, tgt, dev, ddt, tname, trust_remote_code)

@@ -1,0 +1,249 @@
+"""Model folders and options that do not fit: exit 2 and `error: field: message` naming what is wrong, never a
+crash mid-decode or a silent random weight; folders that fit still load and decode.
+
+The drafter must match the target's output vocabulary when it has vocabulary-sized weights of its own (DFlash 2,
+Domino, DSpark), read layers the target has (target_layer_ids: whole numbers 0 <= i < num_hidden_layers); the
+target folder must hold every weight, and a tokenizer no larger than its embedding table; --device, --draft-dtype,
+--max-trie-nodes and --max-shifted name themselves and the range."""
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+from transformers import AutoConfig
+
+from conftest import ROOT
+from engine.__main__ import main
+from engine.errors import InputError
+from engine.models import drafter_class, drafter_config, load_models, load_target, resolve_device
+from engine.models.variants import variant_config
+from engine.options import parse_max_shifted, parse_max_trie_nodes
+from tiny import save_tiny, tiny_target, tiny_tokenizer
+
+N_LAYERS = 4  # tiny.tiny_target's
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """Tiny llama (tied embeddings) and qwen3 targets, each with its DFlash drafter, 8 ids each."""
+    root = tmp_path_factory.mktemp("models")
+    llama, llama_drafter = save_tiny(root, "llama", 0, block_size=6)
+    qwen3, _ = save_tiny(root, "qwen3", 0, block_size=6)
+    return {"root": root, "llama": llama, "llama_drafter": llama_drafter, "qwen3": qwen3}
+
+
+def head_drafter(target_dir, folder, kind: str, vocab: int):
+    """A random drafter of `kind` (dflash, dflash2, domino, dspark) for the target in `target_dir`, whose
+    config says vocab_size `vocab` (its vocabulary-sized weights are that many rows), saved in `folder`."""
+    cfg = drafter_config(AutoConfig.from_pretrained(target_dir), num_layers=1, block_size=6, mask_token_id=3)
+    cfg.vocab_size = vocab
+    if kind == "dflash2":
+        cfg.dflash_config.update(conv_kernel_size=3, conv_group_size=16, selector_rank=8, selector_top_k=4)
+    elif kind in ("domino", "dspark"):
+        cfg = variant_config(cfg, kind, rank=8, gru_hidden=16)
+    torch.manual_seed(0)
+    d = drafter_class(cfg)(cfg).eval()
+    if kind == "dflash2":
+        with torch.no_grad():  # its base kernels start uninitialised
+            for layer in d.layers:
+                for conv in (layer.attention_conv, layer.mlp_conv):
+                    conv.base_kernel.normal_(0, 0.1)
+    d.save_pretrained(folder)
+    return folder
+
+
+def cli(capsys, *args):
+    """`python -m engine generate` in-process: (exit code, last stderr line, stdout); a crash reads as exit 1."""
+    argv = ["generate", "--prompt", "ab", "--max-new-tokens", "6", "--json", *map(str, args)]
+    try:
+        rc = main(argv)
+    except Exception as e:  # what the CLI would print as a traceback (exit 1)
+        rc, crash = 1, f"Traceback: {type(e).__name__}: {e}"
+    else:
+        crash = None
+    cap = capsys.readouterr()
+    err = [ln for ln in cap.err.strip().splitlines() if ln.strip()]
+    return rc, crash or (err[-1] if err else ""), cap.out
+
+
+def refused(capsys, field: str, needles, *args):
+    """Exit 2, the last line `error: field: ...` and every needle in it (folder paths blanked: the tmp folders
+    carry the test's name)."""
+    rc, line, _ = cli(capsys, *args)
+    assert rc == 2 and line.startswith(f"error: {field}: "), (rc, line)
+    text = line
+    for a in sorted(map(str, args), key=len, reverse=True):
+        text = text.replace(a, "<path>") if "/" in a else text
+    for needle in [needles] if isinstance(needles, str) else needles:
+        assert needle in text, (needle, line)
+    return line
+
+
+def decodes(capsys, *args):
+    rc, line, out = cli(capsys, *args)
+    assert rc == 0, line
+    assert len(json.loads(out)["output_ids"]) >= 1
+
+
+def edit_config(src, dst, change):
+    shutil.copytree(src, dst)
+    cfg = json.loads((dst / "config.json").read_text())
+    change(cfg)
+    (dst / "config.json").write_text(json.dumps(cfg))
+    return dst
+
+
+# -- 1. the drafter's own vocabulary-sized weights ---------------------------------------------------------
+
+@pytest.mark.parametrize("kind", ["domino", "dspark", "dflash2"])
+def test_a_drafter_with_its_own_vocabulary_must_match_the_target(tiny, tmp_path, capsys, kind):
+    target = tiny["qwen3"]
+    rows = AutoConfig.from_pretrained(target).vocab_size
+    for vocab in (rows - 3, rows + 4):  # smaller: ids beyond its tables; larger: logits of the wrong width
+        folder = head_drafter(target, tmp_path / f"{kind}-{vocab}", kind, vocab)
+        refused(capsys, "drafter", [f"vocab_size {vocab}", f"{rows} rows"], "--target", target, "--drafter", folder)
+    decodes(capsys, "--target", target, "--drafter", head_drafter(target, tmp_path / kind, kind, rows))
+    if kind == "dflash2":  # a DFlash drafter has no vocabulary weights: its vocab_size is not read
+        decodes(capsys, "--target", target, "--drafter", head_drafter(target, tmp_path / "dflash", "dflash", rows + 4))
+
+
+def test_the_cli_exits_2_naming_the_drafter(tiny, tmp_path):
+    target = tiny["qwen3"]
+    folder = head_drafter(target, tmp_path / "domino", "domino", AutoConfig.from_pretrained(target).vocab_size + 4)
+    p = subprocess.run([sys.executable, "-m", "engine", "generate", "--prompt", "ab", "--max-new-tokens", "6",
+                        "--target", str(target), "--drafter", str(folder), "--device", "cpu"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 2, p.stderr[-2000:]
+    assert "Traceback" not in p.stderr
+    assert p.stderr.strip().splitlines()[-1].startswith("error: drafter: vocab_size 12 != "), p.stderr[-2000:]
+
+
+# -- 2. target_layer_ids ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("ids", [[-10], [-1], [N_LAYERS], [2.0], "2", [], [True], 2, None, [[1]]],
+                         ids=lambda v: repr(v))
+def test_target_layer_ids_must_be_layers_of_the_target(tiny, tmp_path, capsys, ids):
+    def change(cfg):
+        cfg["dflash_config"]["target_layer_ids"] = ids
+    folder = edit_config(tiny["llama_drafter"], tmp_path / "drafter", change)
+    refused(capsys, "drafter", [f"target_layer_ids {ids!r}", f"0 to {N_LAYERS - 1}"],
+            "--target", tiny["llama"], "--drafter", folder)
+
+
+def test_every_layer_of_the_target_may_be_read(tiny, tmp_path, capsys):
+    for i in (0, N_LAYERS - 1):
+        def change(cfg):
+            cfg["dflash_config"]["target_layer_ids"] = [i]
+        folder = edit_config(tiny["llama_drafter"], tmp_path / f"drafter{i}", change)
+        decodes(capsys, "--target", tiny["llama"], "--drafter", folder)
+    # and not one past the last, nor the embeddings' output
+    refused(capsys, "drafter", ["target_layer_ids", f"0 to {N_LAYERS - 1}"], "--target", tiny["llama"],
+            "--drafter", edit_config(tiny["llama_drafter"], tmp_path / "neg",
+                                     lambda c: c["dflash_config"].update(target_layer_ids=[-1])))
+
+
+# -- 3. a target folder missing weights ----------------------------------------------------------------------
+
+def test_a_target_missing_weights_is_refused(tiny, tmp_path, capsys):
+    broken = tmp_path / "target"
+    shutil.copytree(tiny["llama"], broken)
+    w = load_file(broken / "model.safetensors")
+    w.pop("model.layers.1.mlp.up_proj.weight")
+    save_file(w, broken / "model.safetensors", metadata={"format": "pt"})
+    refused(capsys, "target", "model.layers.1.mlp.up_proj.weight", "--target", broken, "--drafter", "random")
+    # a drafter's folder passed as the target: it has no embedding table or head
+    refused(capsys, "target", ["model.embed_tokens.weight", "lm_head.weight", "drafter"],
+            "--target", tiny["llama_drafter"], "--mode", "ar")
+    # complete folders load as before: tied embeddings (llama: no lm_head.weight stored) and untied (qwen3)
+    assert "lm_head.weight" not in load_file(tiny["llama"] / "model.safetensors")
+    for name in ("llama", "qwen3"):
+        decodes(capsys, "--target", tiny[name], "--drafter", "random")
+    # and the embedded SmolLM2 (tied embeddings, from the GGUF), when it has been converted already
+    from engine.models.embedded import cache_dir
+
+    if (cache_dir() / "model.safetensors").is_file():
+        model, tok = load_target("embedded", torch.device("cpu"), torch.float32)
+        assert len(tok) <= model.get_input_embeddings().weight.shape[0] == 49152
+
+
+# -- 4. a tokenizer larger than the embedding table ----------------------------------------------------------
+
+def test_a_tokenizer_larger_than_the_embedding_table_is_refused(tiny, tmp_path, capsys):
+    big = tmp_path / "big-tokenizer"
+    shutil.copytree(tiny["llama"], big)
+    tok = tiny_tokenizer("abcdefghij :.,?")  # 19 ids; the model has 8 rows
+    tok.save_pretrained(big)
+    refused(capsys, "target", ["19 ids", "8 rows"], "--target", big, "--drafter", "random", "--prompt", "hij")
+    # fewer ids than rows (a padded vocabulary) is normal
+    padded = tmp_path / "padded"
+    tiny_target("qwen3", vocab_size=12).save_pretrained(padded)
+    tiny_tokenizer("ab c").save_pretrained(padded)
+    m = load_models(str(padded), "random", "cpu", "float32")
+    assert len(m.tokenizer) == 8 and m.target.get_input_embeddings().weight.shape[0] == 12
+
+
+# -- 5. options -----------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("args,field,needle", [
+    (["--draft-dtype", "float64"], "draft_dtype", "unknown dtype 'float64'"),
+    (["--device", "meta"], "device", "'meta'"),
+    (["--device", "mps"], "device", "'mps'"),
+    (["--device", "xpu:0"], "device", "'xpu:0'"),
+    (["--device", "cpu:3"], "device", "'cpu:3'"),
+    (["--max-trie-nodes", "0"], "max_trie_nodes", "must be at least 1, got 0"),
+    (["--max-shifted", "-1"], "max_shifted", "must be at least 0, got -1"),
+])
+def test_bad_options_name_the_option_and_the_problem(tiny, capsys, args, field, needle):
+    refused(capsys, field, needle, "--target", tiny["llama"], "--drafter", tiny["llama_drafter"], *args)
+
+
+def test_option_words_and_numbers():
+    with pytest.raises(InputError, match="^dtype: unknown dtype 'float64'"):
+        load_models("unused", "unused", "cpu", "float64")
+    for value, want in (("3", 3), (" AUTO ", "auto"), ("all", None), (None, None), (2, 2)):
+        assert parse_max_shifted(value) == want
+    for bad, message in (("many", "'many' is not a whole number, 'all' or 'auto'"), ("2.5", "'2.5' is not a whole"),
+                         ("-3", "must be at least 1, got -3")):
+        with pytest.raises(InputError, match=f"^max_trie_nodes: {message}"):
+            parse_max_trie_nodes(bad)
+    with pytest.raises(InputError, match="^max_shifted: must be at least 0, got -1"):
+        parse_max_shifted("-1")
+
+
+def test_caps_fit_a_trace_and_messages_stay_short():
+    """The largest cap a control accepts still fits the trace a run saves (a larger one used to run
+    to the end, then fail at export); a huge bad value is quoted cut short, not whole."""
+    from engine.decode import DecodeConfig, Engine
+    from engine.options import MAX_CAP, to_int
+    from engine.trace import validate_trace
+    from tiny import tiny_models
+    for field, parse in (("max_trie_nodes", parse_max_trie_nodes), ("max_shifted", parse_max_shifted)):
+        with pytest.raises(InputError, match=f"^{field}: must be at most {MAX_CAP}"):
+            parse("1" + "0" * 30)
+    eng = Engine(tiny_models("llama", 0))
+    run = eng.run(eng.encode_prompt("ab"), DecodeConfig(max_new_tokens=6, max_shifted=str(MAX_CAP),
+                                                        max_trie_nodes=MAX_CAP))
+    run.finish()
+    assert validate_trace(run.trace())["config"]["max_trie_nodes"] == MAX_CAP
+    with pytest.raises(InputError) as e:
+        to_int("9x" * 50_000, "seed")
+    assert len(str(e.value)) < 120
+
+
+def test_cuda_devices_must_exist(monkeypatch):
+    """cuda and cuda:N with N below the device count; others refused (the CUDA branch, faked on a CPU machine)."""
+    assert resolve_device("cpu") == torch.device("cpu")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    assert resolve_device("cuda") == torch.device("cuda")
+    assert resolve_device("cuda:1") == torch.device("cuda", 1)
+    for bad in ("cuda:2", "cuda:7", "meta", "gpu", "cuda:x"):
+        with pytest.raises(InputError) as e:
+            resolve_device(bad)
+        assert e.value.field == "device" and bad in str(e.value)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(InputError, match="^device: .*no CUDA device"):
+        resolve_device("cuda:0")
