@@ -145,6 +145,13 @@ def test_every_layer_of_the_target_may_be_read(tiny, tmp_path, capsys):
                                      lambda c: c["dflash_config"].update(target_layer_ids=[-1])))
 
 
+@pytest.mark.parametrize("mask", [3.7, "3", True, -1, 99], ids=repr)
+def test_the_mask_token_must_be_a_row_of_the_table(tiny, tmp_path, capsys, mask):
+    folder = edit_config(tiny["llama_drafter"], tmp_path / "drafter",
+                         lambda c: c["dflash_config"].update(mask_token_id=mask))
+    refused(capsys, "drafter", f"mask_token_id {mask}", "--target", tiny["llama"], "--drafter", folder)
+
+
 # -- 3. a target folder missing weights ----------------------------------------------------------------------
 
 def test_a_target_missing_weights_is_refused(tiny, tmp_path, capsys):

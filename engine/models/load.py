@@ -273,7 +273,8 @@ def check_pair(target, drafter) -> None:
         raise InputError("drafter", f"hidden size {dc.hidden_size} != target's {tc.hidden_size}")
     check_layer_ids(drafter.target_layer_ids, tc.num_hidden_layers)
     rows = target.get_input_embeddings().weight.shape[0]
-    if drafter.mask_token_id is None or not 0 <= int(drafter.mask_token_id) < rows:
+    mid = drafter.mask_token_id
+    if isinstance(mid, bool) or not isinstance(mid, int) or not 0 <= mid < rows:  # 3.7 would truncate to 3
         raise InputError("drafter", f"mask_token_id {drafter.mask_token_id} is not a row of the "
                          f"target's embedding table ({rows} rows)")
     if has_vocab_weights(drafter):
