@@ -9,8 +9,10 @@ from collections import Counter
 
 from engine import analyses
 from engine.bench import report
+from engine.options import MODES, RULES
 
 from . import plots
+from .tokentext import markdown_text
 
 REPLAY_WORK = 3_000_000  # path tokens a counterfactual may build (~2 us each): a loaded trace may ask for more
 
@@ -101,7 +103,7 @@ def counterfactual(trace: dict | None, mode: str, rule: str, name: str):
             raise ValueError(f"counterfactual: replaying {mode} / {rule} here would build {work:,} path tokens, "
                              f"over the {REPLAY_WORK:,} this page replays")
         rows = analyses.counterfactual(trace, mode, rule)
-    except (ValueError, KeyError) as e:
+    except (ValueError, KeyError, TypeError) as e:  # a trace that cannot answer, or an odd loaded one
         return plots.empty_figure("\n".join(textwrap.wrap(str(e), 60)), 240), {"unavailable": str(e)}
     s = analyses.counterfactual_summary(rows)
     title = (f"{name} on these rounds (◆) vs accepted (bars)\nτ {s['tau']:.2f} → "
@@ -110,9 +112,15 @@ def counterfactual(trace: dict | None, mode: str, rule: str, name: str):
 
 
 def bench_label(cfg: dict) -> str:
-    """The benchmark's name for a run's mode and rule (engine.bench.main.variants): reanchor-RULE, else the mode."""
+    """The benchmark's name for a run's mode and rule (engine.bench.main.variants): reanchor-RULE, else the mode.
+    A mode or rule the engine does not know (a loaded trace may say anything) is "unknown": the label
+    heads Markdown, where a trace's own words could be links or images the browser would fetch."""
     mode, rule = cfg.get("mode", "?"), cfg.get("rule", "earliest")
-    return ("reanchor" if rule == "earliest" else f"reanchor-{rule}") if mode == "reanchor" else str(mode)
+    if mode not in MODES:
+        return "unknown"
+    if mode != "reanchor":
+        return mode
+    return "reanchor" if rule == "earliest" else f"reanchor-{rule if rule in RULES else 'unknown'}"
 
 
 PAPER_TABLES = (("Table 1", report.table1, "`dflash` or `reanchor` runs"),
@@ -132,7 +140,7 @@ def paper_tables(traces: dict | list[dict], scope: str) -> str:
     try:
         an = {label: analyses.summarize(trs) for label, trs in groups.items()}
     except (ValueError, KeyError, TypeError, ZeroDivisionError) as e:  # a partial or odd trace
-        return f"### Analyses of the {scope}\n\nunavailable: {type(e).__name__}: {e}"
+        return f"### Analyses of the {scope}\n\nunavailable: {markdown_text(f'{type(e).__name__}: {e}')}"
     R = report.Results({"runs": [{"set": scope, "label": label} for label in groups],
                         "analyses": {scope: an, "all": an}, "config": {}})
     out = [f"### The paper's tables, over the {scope} ({', '.join(groups)}; "

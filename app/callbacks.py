@@ -25,6 +25,9 @@ TIMELINE_ROUNDS = 200       # (a timeline of n bars costs the page O(n) per draw
 STREAM_TAIL = 300           # generated tokens shown while a run streams; the whole text once it ends
 CURVE_NODES = (4, 8, 16, 32, 64)   # the budget curve's node budgets (anchor included)
 CURVE_TOKENS = 64           # new tokens per point of the budget curve (11 runs)
+# What goto returns (app.ui wires them): slider, caption, round figure, follow, and the text view (skipped
+# unless a windowed view must follow the round: views.text_follow)
+NAV_OUTPUTS = 5
 
 
 def _pad(out: tuple) -> tuple:
@@ -86,15 +89,19 @@ class Callbacks:
 
     def _show_new(self, st, trace, trace_file, status: str, example: str | None = None):
         """Show another trace in this session (a loaded one, the example labelled `example`), on its most
-        instructive round; the one it replaces is freed."""
+        instructive round, without a comparison; the one it replaces is freed. The views are built on a
+        copy of the state, which replaces the session's only once they are: if building fails, the
+        session keeps showing (and holding) what it showed."""
         had = session.owns_traces(st)
-        st.update(trace=trace, trace_file=trace_file, example=bool(example), example_label=example, freed=None,
-                  keyed=None)
+        new = session.State(st)
+        new.update(trace=trace, trace_file=trace_file, example=bool(example), example_label=example, freed=None,
+                   keyed=None, compare=None)
+        _, *out = views.show_trace(new, None, status)
+        st.update(new)
         self.sessions.touch(st)
-        out = views.show_trace(st, None, status)
         if had:
             session.give_back_memory()
-        return out
+        return (st, *out)
 
     # -- page load and status ---------------------------------------------------------------------
     @shows("Example trace")
@@ -248,7 +255,7 @@ class Callbacks:
         if st.get("run") is not None and not following and st.get("follow"):
             st["follow"] = False  # looking at an earlier round: stop following the live one
             follow_out = False
-        return i, cap, fig, follow_out
+        return i, cap, fig, follow_out, views.text_follow(st, i)
 
     def step(self, st, delta: int):
         return self.goto(st, _state(st).get("view", 0) + delta)
@@ -262,7 +269,7 @@ class Callbacks:
         data = getattr(evt, "_data", None) or {}
         r, k = data.get("r"), data.get("k")
         if r is None:
-            return gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip()
+            return (gr.skip(),) * (NAV_OUTPUTS + 1)
         return (*self.goto(st, max(0, int(r))),  # -1: the prefill's token; show the first round
                 int(k) if isinstance(k, int) and not isinstance(k, bool) else gr.skip())
 
@@ -270,7 +277,7 @@ class Callbacks:
     def on_timeline_click(self, st, evt: gr.EventData):
         r = (getattr(evt, "_data", None) or {}).get("round")
         if r is None:
-            return gr.skip(), gr.skip(), gr.skip(), gr.skip()
+            return (gr.skip(),) * NAV_OUTPUTS
         return self.goto(st, int(r))
 
     @shows("Go to round of token #")
@@ -301,7 +308,7 @@ class Callbacks:
         i = st.get("view", 0) + 1
         if i >= n:
             st["playing"] = False
-            return gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.Timer(active=False), gr.update(value="▶ play")
+            return (*(gr.skip(),) * NAV_OUTPUTS, gr.Timer(active=False), gr.update(value="▶ play"))
         return (*self.goto(st, i), gr.Timer(active=True), gr.skip())
 
     # -- traces -----------------------------------------------------------------------------------
@@ -314,7 +321,6 @@ class Callbacks:
             trace = session.load_trace_file(path)
         except ValueError as e:
             raise bad_input(str(e), "Bad trace") from None
-        st["compare"] = None
         return self._show_new(st, trace, path, "loaded trace")
 
     @shows("Example trace")
@@ -326,7 +332,6 @@ class Callbacks:
         st = self._session(st)
         if st.get("run") is not None:
             raise bad_input("Example trace: a run is in progress; press Stop first")
-        st["compare"] = None
         return self._show_new(st, session.load_example(path), path, "example trace", example=label)
 
     @shows("Analyse the example traces")

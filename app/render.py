@@ -18,7 +18,7 @@ CSS = (
     ".rx-text span[data-r]{cursor:pointer;border-radius:2px}"
     ".rx-text span[data-r]:hover{outline:1px solid #333}"
     ".rx-text .sel{outline:2px solid #111}"
-    ".rx-p{color:#8a8f98}"
+    ".rx-p{color:#8a8f98}.rx-text .rx-elided{color:#8a5a00;font-style:italic}"
     f".rx-b{{background:{BASE_COLOR}22}}"
     f".rx-x{{background:{BONUS_COLOR}55}}"
     + "".join(f".rx-s{i}{{background:{c}44}}" for i, c in enumerate(D_COLORS))
@@ -48,7 +48,7 @@ def source_style(src: str) -> tuple[str, str]:
 
 
 def text_view(prompt: list[str], output: list[str], rounds: list[dict], selected_round: int | None = None,
-              tail: int | None = None) -> str:
+              tail: int | None = None, window: tuple[int, int] | None = None) -> str:
     """The prompt (grey) and every generated token coloured by provenance.
 
     `prompt` and `output`: the text of each prompt token and of each generated token (app.tokentext.
@@ -57,26 +57,45 @@ def text_view(prompt: list[str], output: list[str], rounds: list[dict], selected
     round, index and source. All token text is escaped.
     tail: show only the last `tail` generated tokens, for updates while a long run streams: the page rebuilds
     the view span by span on every update (tests/test_app_long_run.py measures it).
+    window: (first, end) output indices: only those tokens are shown, the rest counted in a note on each
+    side (a loaded trace may hold 640,000 tokens: as spans, 56 MB of HTML, and the page's highlight of a
+    round scans them all on every step; app.views.TEXT_TOKENS).
     """
     parts = ["<div class='rx-text' id='rx-text'>"]
     shown = prompt[-PROMPT_TAIL:]
     if len(prompt) > len(shown):
         parts.append(f"<span class='rx-p'>[… {len(prompt) - len(shown)} prompt tokens]</span>")
     parts.append("<span class='rx-p'>" + text_html("".join(shown)) + "</span>")
-    tokens = [(ri, src) for ri, rec in enumerate(rounds) for src in token_sources(rec)]
-    first = 1 if len(output) > len(tokens) else 0  # the prefill's token leads (none before a run starts)
-    skip = max(0, len(output) - tail) if tail is not None else 0
-    if skip:
-        parts.append(f"<span class='rx-p'>[… {skip} earlier tokens]</span>")
-    if first == 1 and not skip:
+    n_gen = sum(len(rec["new_tokens"]) for rec in rounds)  # token_sources gives one per new token
+    first = 1 if len(output) > n_gen else 0  # the prefill's token leads (none before a run starts)
+    total = first + n_gen
+    lo, hi = 0, total
+    if window is not None:
+        lo, hi = max(0, window[0]), min(total, window[1])
+        if lo:
+            parts.append(f"<span class='rx-p rx-elided'>[… {lo:,} earlier tokens: go to one of their rounds "
+                         f"to show them here]</span>")
+    elif tail is not None and len(output) > tail:
+        lo = len(output) - tail
+        parts.append(f"<span class='rx-p'>[… {lo} earlier tokens]</span>")
+    if first == 1 and lo == 0:
         parts.append(f"<span class='rx-x' data-r='-1' data-k='0' title='#0 prefill'>{text_html(output[0])}</span>")
-    for k, (ri, src) in enumerate(tokens, start=first):
-        if k < skip:
-            continue
-        sel = " sel" if selected_round == ri else ""
-        cls, label = source_style(src)
-        parts.append(f"<span class='{cls}{sel}' data-r='{ri}' data-k='{k}' "
-                     f"title='#{k} round {ri} {label}'>{text_html(output[k] if k < len(output) else '')}</span>")
+    k = first
+    for ri, rec in enumerate(rounds):
+        n = len(rec["new_tokens"])
+        if k >= hi:
+            break
+        if k + n > lo:  # only the rounds shown are looked into
+            sel = " sel" if selected_round == ri else ""
+            for j, src in enumerate(token_sources(rec)):
+                if lo <= k + j < hi:
+                    cls, label = source_style(src)
+                    parts.append(f"<span class='{cls}{sel}' data-r='{ri}' data-k='{k + j}' title='#{k + j} round "
+                                 f"{ri} {label}'>{text_html(output[k + j] if k + j < len(output) else '')}</span>")
+        k += n
+    if window is not None and hi < total:
+        parts.append(f"<span class='rx-p rx-elided'>[… {total - hi:,} later tokens: go to one of their rounds to "
+                     f"show them here]</span>")
     parts.append("</div>")
     return "".join(parts)
 

@@ -53,7 +53,8 @@ def free_traces(st: dict, why: str) -> None:
     path = st.get("trace_file")
     if path and Path(path).parent.name.startswith(EXPORT_PREFIX):
         shutil.rmtree(Path(path).parent, ignore_errors=True)
-    st.update(trace=None, compare=None, keyed=None, trace_file=None, example=False, view=0, freed=why)
+    st.update(trace=None, compare=None, keyed=None, trace_file=None, example=False, view=0, freed=why,
+              starts=None, starts_of=None, text_window=None)  # app.views' per-trace bookkeeping
 
 
 def give_back_memory() -> None:

@@ -12,6 +12,7 @@ that byte-level BPE splits over tokens show as written; `trace_pieces` also mend
 from __future__ import annotations
 
 import html
+import re
 
 _VISIBLE = {" ": "␣", "\n": "⏎", "\t": "⇥", "\r": "␍", "\u00a0": "⍽"}
 
@@ -26,6 +27,10 @@ def piece(token_texts: dict, tok: int) -> str:
 
 def visible(s: str, limit: int | None = None) -> str:
     """Whitespace and control characters made visible, cut to `limit` characters, then escaped."""
+    if limit is not None:
+        # cut first: a character shows as at least one, so the rest cannot change what is shown, and a
+        # loaded trace's token text may be long (walking 300,000 characters per label froze the figure)
+        s = s[:limit + 1]
     out = []
     for ch in s:
         if ch in _VISIBLE:
@@ -53,6 +58,16 @@ def plotly_text(s) -> str:
 def escape(s: str) -> str:
     """For page HTML (text and attributes): html.escape with quotes."""
     return html.escape(str(s), quote=True)
+
+
+# "<>&" are left to html.escape; ":" and "@" too, so that no bare URL or e-mail address becomes a link
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|~:@])")
+
+
+def markdown_text(s: object) -> str:
+    """For gr.Markdown: HTML escaped and every Markdown special backslashed, so text stays text (no link,
+    no image for the browser to fetch); newlines as spaces (a line break would end a table row)."""
+    return html.escape(_MARKDOWN_SPECIAL.sub(r"\\\1", " ".join(str(s).splitlines())), quote=True)
 
 
 def tok_cell(token_texts: dict, tok: int, limit: int = 7) -> str:

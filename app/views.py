@@ -2,6 +2,7 @@
 comparison) to component values. Figures come from app.plots, HTML from app.render."""
 from __future__ import annotations
 
+import itertools
 import json
 
 import gradio as gr
@@ -10,6 +11,10 @@ from . import analysis, plots, records, render, session
 from .tokentext import trace_pieces
 
 MAX_PAYLOAD = 50 * 1024     # bytes of figure JSON per round update, the prefetched next round included
+# Token spans the text view holds: a longer trace (only a loaded one: a run here makes at most 2,048) shows
+# this many around the round in view, and follows it (text_follow). 4,096 pieces of at most 200 characters
+# are at most ~1 MB of HTML, where a 17 MB trace of 640,000 tokens made 56 MB.
+TEXT_TOKENS = 4096
 
 
 def view_key(state: dict) -> int:
@@ -63,11 +68,51 @@ def slider(trace: dict | None, i: int | None = None):
     return gr.update(maximum=max(n - 1, 1), value=session.clamp_round(trace, i))
 
 
-def text(trace: dict | None, tail: int | None = None) -> str:
+def text(trace: dict | None, tail: int | None = None, window: tuple[int, int] | None = None) -> str:
     if not trace:
         return "<div class='rx-text'></div>"
     prompt, output = trace_pieces(trace)
-    return render.text_view(prompt, output, trace.get("rounds", []), tail=tail)
+    return render.text_view(prompt, output, trace.get("rounds", []), tail=tail, window=window)
+
+
+def round_starts(state: dict) -> list[int]:
+    """Output index of each round's first token (the prefill's token is index 0), then the total: kept
+    per trace shown."""
+    if state.get("starts_of") != view_key(state):
+        trace = state.get("trace") or {}
+        first = 0 if trace.get("first_token") is None else 1
+        state["starts_of"], state["starts"] = view_key(state), list(itertools.accumulate(
+            (len(r["new_tokens"]) for r in trace.get("rounds", [])), initial=first))
+    return state["starts"]
+
+
+def text_window(state: dict, i: int) -> tuple[int, int] | None:
+    """The output indices the text view shows with round i in view: all (None) up to TEXT_TOKENS, else
+    TEXT_TOKENS of them centred on round i's tokens."""
+    starts = round_starts(state)
+    total = starts[-1]
+    if total <= TEXT_TOKENS or not 0 <= i < len(starts) - 1:
+        return None
+    lo = max(0, min((starts[i] + starts[i + 1]) // 2 - TEXT_TOKENS // 2, total - TEXT_TOKENS))
+    return lo, lo + TEXT_TOKENS
+
+
+def text_shown(state: dict, i: int) -> str:
+    """The session's (finished) trace's text view with round i in view; its window kept in the state."""
+    state["text_window"] = text_window(state, i)
+    return text(state.get("trace"), window=state["text_window"])
+
+
+def text_follow(state: dict, i: int) -> str | dict:
+    """After going to round i: the text view again when it shows a window and round i's tokens lie
+    outside it, else gr.skip() (a run's streamed view and a whole text stay as they are)."""
+    win, trace = state.get("text_window"), state.get("trace")
+    if win is None or not trace or state.get("run") is not None:
+        return gr.skip()
+    starts = round_starts(state)
+    if 0 <= i < len(starts) - 1 and win[0] <= starts[i] and starts[i + 1] <= win[1]:
+        return gr.skip()
+    return text_shown(state, i)
 
 
 def metrics(state: dict, status: str = "") -> str:
@@ -104,7 +149,7 @@ def show_trace(state: dict, i: int | None = None, status: str = ""):
     state["view"] = i
     res, h, g = analyses(trace)
     tables = analysis.paper_tables(trace, "current run") if trace and trace.get("rounds") else ""
-    return (state, text(trace), metrics(state, status), slider(trace, i), caption, fig, timeline_json(trace),
+    return (state, text_shown(state, i), metrics(state, status), slider(trace, i), caption, fig, timeline_json(trace),
             gr.update(value=state.get("trace_file"), interactive=bool(state.get("trace_file"))), res, h, g,
             gr.update(value=state.get("example_label") if state.get("example") else None), tables,
             *compare_reset(state))

@@ -11,12 +11,14 @@ Quantities that need the target's choice off the accepted chain use `target_top1
 """
 from __future__ import annotations
 
+import numbers
 import random
 from collections import Counter
 from typing import Iterator
 
 from .attach import proposal
-from .options import MODES, RULES, TREE_MODES, UNSHIFTED_MODES
+from .errors import InputError
+from .options import MODES, RULES, TREE_MODES, UNSHIFTED_MODES, parse_max_trie_nodes
 from .trie import accept
 
 Traces = dict | list[dict]
@@ -215,7 +217,9 @@ def counterfactual(trace: dict, mode: str, rule: str, seed: int = 0) -> list[dic
     At T=0 the committed text is the target's greedy continuation (lossless), so a trie's accepted
     length is how far it follows what the run committed after the anchor. `cut` marks rounds where
     the counterfactual reached the end of the run (its length is then a lower bound). `random` uses
-    its own seeded draws, not the engine's. Raises ValueError when the trace cannot answer.
+    its own seeded draws, not the engine's. A run with an auto node budget ("auto" trie nodes) is
+    replayed under each round's recorded budget (budget.nodes), its trie cut in insertion order (the
+    baseline first), where the run kept the best-scored nodes. Raises ValueError when the trace cannot answer.
     """
     cfg = trace.get("config") or {}
     if mode not in MODES or rule not in RULES:
@@ -228,6 +232,10 @@ def counterfactual(trace: dict, mode: str, rule: str, seed: int = 0) -> list[dic
     if mode not in UNSHIFTED_MODES and cfg.get("mode") in UNSHIFTED_MODES:
         raise ValueError(f"counterfactual: a {cfg.get('mode')} trace drafted no shifted blocks, so {mode} "
                          "cannot be replayed on it; make the run with shifted blocks the main run")
+    try:
+        cap = parse_max_trie_nodes(cfg.get("max_trie_nodes"))
+    except InputError as e:
+        raise ValueError(f"counterfactual: config.{e}") from None
     rounds = trace["rounds"]
     committed = [tok for r in rounds for tok in r.get("new_tokens", [])]
     rows, start = [], 0                               # committed[start + k]: position anchor_pos + 1 + k
@@ -238,12 +246,24 @@ def counterfactual(trace: dict, mode: str, rule: str, seed: int = 0) -> list[dic
         else:
             shifted = {} if mode == "dflash" else {b["d"]: b["tokens"] for b in r["shifted"]}
             trie = proposal(r["baseline"], shifted, mode, rule, random.Random(seed * 1_000_003 + i),
-                            max_nodes=cfg.get("max_trie_nodes"))[2]
+                            max_nodes=round_node_cap(r, i, cap))[2]
             chain, _ = accept(trie, lambda n: committed[start + trie.depths[n]] if trie.depths[n] < left else -1)
             a2 = len(chain) - 1
         rows.append({"round": i, "actual": int(r["accepted"]), "counterfactual": a2, "cut": a2 >= left})
         start += len(r.get("new_tokens", []))
     return rows
+
+
+def round_node_cap(rnd: dict, i: int, cap: int | str | None) -> int | None:
+    """The trie node cap of round i under the run's cap (parse_max_trie_nodes): None, a number, or for
+    "auto" the nodes the round's budget verified."""
+    if cap != "auto":
+        return cap
+    nodes = (rnd.get("budget") if isinstance(rnd.get("budget"), dict) else {}).get("nodes")
+    if not isinstance(nodes, numbers.Integral) or isinstance(nodes, bool) or nodes < 1:
+        raise ValueError(f"counterfactual: the run had an auto node budget, but round {i} does not record its "
+                         f"nodes (budget.nodes: {repr(nodes)[:20]}), so it cannot be replayed under it")
+    return int(nodes)
 
 
 def counterfactual_summary(rows: list[dict]) -> dict:

@@ -6,7 +6,8 @@ mentions, so it is explorable without the model or its tokenizer.
 A trace file is untrusted input. `load_trace` bounds its size and its nesting before parsing;
 `validate_trace` checks types and consistency: every index within its list, depths and sites within
 the round's block and trie, parents before children, the accepted chain matching `accepted`,
-positions following the committed tokens, integers within 64 bits, and the total work (trie nodes and
+positions following the committed tokens, integers within 64 bits, every string the page shows Unicode
+text (no lone surrogate) and each token's text bounded, and the total work (trie nodes and
 drafted tokens over all rounds) within a bound. Whatever reads a valid trace may index it without
 guards, and a figure drawn from a round is no bigger than the lists the round holds. Keys it does not
 know are kept and ignored: writers may add optional fields (their size is bounded by the file's).
@@ -44,10 +45,11 @@ class Limits:
     round_nodes: int = 8192    # trie nodes in one round (a round at the bound draws in ~2 s in Chromium)
     rounds: int = 50_000
     work: int = 8_000_000      # trie nodes, drafted and path tokens, provenance entries: over all rounds
+    token_text: int = 1000     # characters of one token's text or piece (a real one has a few dozen at most)
 
 
 EXPLORE = Limits()
-WRITE = Limits(block_size=2**31, round_nodes=2**31, rounds=2**31, work=2**62)
+WRITE = Limits(block_size=2**31, round_nodes=2**31, rounds=2**31, work=2**62, token_text=2**62)
 
 
 class TraceError(InputError):
@@ -299,6 +301,34 @@ def _str(v, where: str) -> str:
     return v
 
 
+def _encodes(s: str) -> bool:
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _unicode_error(s: str) -> str:
+    """Why `s` is not Unicode text: JSON's "\\ud800" escape parses to a lone surrogate, which UTF-8 (a
+    page, a file) cannot carry; left in, the page's answer would fail after the trace was taken."""
+    j = next(j for j, ch in enumerate(s) if 0xD800 <= ord(ch) <= 0xDFFF)
+    return f"is not valid Unicode text (a lone surrogate \\u{ord(s[j]):04x} at character {j})"
+
+
+def _texts(named, where, lim: Limits, n_max: int | None = None) -> None:
+    """Strings shown on the page, as (name, string) pairs (all already strings): each Unicode text, and
+    at most `n_max` characters. Checked at C speed first (joined), then located."""
+    named = list(named)
+    strings = [v for _, v in named]
+    if n_max is not None and strings and max(map(len, strings)) > n_max:
+        name, v = next((name, v) for name, v in named if len(v) > n_max)
+        _fail(where(name), f"holds {len(v):,} characters, over the {n_max:,} a token's text may have")
+    if not _encodes("".join(strings)):  # a surrogate never pairs across strings here: Python keeps it lone
+        name, v = next((name, v) for name, v in named if not _encodes(v))
+        _fail(where(name), _unicode_error(v))
+
+
 def check_round_scalars(r: dict, w: str, lim: Limits) -> None:
     _int(r.get("anchor_pos"), f"{w}.anchor_pos", 0)
     _int(r.get("anchor"), f"{w}.anchor", 0, TOKEN_MAX)
@@ -477,6 +507,7 @@ def check_config(obj: dict, lim: Limits) -> None:
             _fail(f"config.{k}", f"has the wrong type: {_show(v)}")
         if isinstance(v, (int, float)):
             _number(v, f"config.{k}")
+    _texts(((k, v) for k, v in cfg.items() if isinstance(v, str)), lambda k: f"config.{k}", lim)
 
 
 def check_tokens(obj: dict, lim: Limits) -> None:
@@ -488,10 +519,13 @@ def check_tokens(obj: dict, lim: Limits) -> None:
     _str(obj.get("text"), "text")
     if "prompt_text" in obj:
         _str(obj["prompt_text"], "prompt_text")
+    _texts(((k, obj[k]) for k in ("text", "prompt_text") if k in obj), str, lim)
     texts = _obj(obj.get("token_texts"), "token_texts")
     if set(map(type, texts.values())) - {str}:
         k = next(k for k, v in texts.items() if not isinstance(v, str))
         _str(texts[k], f"token_texts[{k!r}]")
+    _texts(((k, k) for k in texts), lambda k: f"token_texts (the key {k!r})", lim)
+    _texts(texts.items(), lambda k: f"token_texts[{k!r}]", lim, lim.token_text)
 
 
 def check_pieces(obj: dict, lim: Limits) -> None:
@@ -503,12 +537,22 @@ def check_pieces(obj: dict, lim: Limits) -> None:
             if set(map(type, pieces)) - {str}:
                 j = next(j for j, v in enumerate(pieces) if not isinstance(v, str))
                 _str(pieces[j], f"{key}[{j}]")
+            _texts(enumerate(pieces), lambda j, key=key: f"{key}[{j}]", lim, lim.token_text)
 
 
 def check_stats(obj: dict, lim: Limits) -> None:
     stats = _obj(obj.get("stats"), "stats")
     for k in STATS_KEYS:
         _number(stats.get(k), f"stats.{k}")
+
+
+def check_live_keys(obj: dict, lim: Limits) -> None:
+    """Optional: what a run in progress carries (new_trace): "complete" (false: the stats are counted from
+    the rounds so far) and "elapsed_s" (the wall time those stats use)."""
+    if "complete" in obj and not isinstance(obj["complete"], bool):
+        _fail("complete", f"must be true or false, got {_show(obj['complete'])}")
+    if "elapsed_s" in obj and _number(obj["elapsed_s"], "elapsed_s") < 0:
+        _fail("elapsed_s", f"must be a number of seconds from 0, got {_show(obj['elapsed_s'])}")
 
 
 def check_output_chain(obj: dict, lim: Limits) -> None:
@@ -524,8 +568,8 @@ def check_output_chain(obj: dict, lim: Limits) -> None:
         k += len(r["new_tokens"])
 
 
-TRACE_CHECKS = (check_config, check_tokens, check_pieces, check_stats, check_rounds, check_output_chain,
-                check_work)
+TRACE_CHECKS = (check_config, check_tokens, check_pieces, check_stats, check_live_keys, check_rounds,
+                check_output_chain, check_work)
 
 
 def validate_trace(obj, limits: Limits = EXPLORE) -> dict:
@@ -542,7 +586,9 @@ def validate_trace(obj, limits: Limits = EXPLORE) -> dict:
 
 # ---------------------------------------------------------------- files
 
-_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
+# A JSON string; an unclosed one runs to the end (the parser stops there anyway). Without that end, every
+# quote after an unclosed string started a new scan to the end: 64 KB of \" took seconds.
+_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*(?:"|\\?\Z)', re.S)
 _OPEN_CLOSE = bytes.maketrans(b"{}", b"[]")
 _NOT_BRACKET = bytes(b for b in range(256) if b not in b"[]{}")
 

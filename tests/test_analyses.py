@@ -230,3 +230,33 @@ def test_counterfactual_of_a_runs_own_settings_is_what_it_did():
                 assert b["counterfactual"] == A.baseline_accepted(r), (mode, rule, b)
                 differs += b["counterfactual"] != r["accepted"]
     assert checked > 100 and differs > 0  # shifted blocks made a difference somewhere
+
+
+def test_counterfactual_under_an_auto_node_budget():
+    """A run with "auto" trie nodes records each round's node budget: the replay cuts its trie there, as a
+    fixed cap of the same size would (the string "auto" reached build_trie: a TypeError). A round
+    without its budget, or a cap that is none, is refused by name."""
+    import copy
+
+    from app_fixtures import tiny_engine
+    from engine.decode import DecodeConfig
+    from engine.decode.cost import budget_for
+
+    eng = tiny_engine("llama")
+    cfg = DecodeConfig(mode="reanchor", rule="earliest", max_new_tokens=40, max_trie_nodes="auto")
+    t = eng.generate("hi, j.", cfg, budget_for(eng, cfg))
+    assert t["config"]["max_trie_nodes"] == "auto" and all("nodes" in r["budget"] for r in t["rounds"])
+    assert len(A.counterfactual(t, "dflash", "earliest")) == len(t["rounds"])
+    for n in (2, 5):
+        same = copy.deepcopy(t)
+        for r in same["rounds"]:
+            r["budget"]["nodes"] = n
+        fixed = {**same, "config": {**same["config"], "max_trie_nodes": n}}
+        rows = A.counterfactual(same, "reanchor", "earliest")
+        assert rows == A.counterfactual(fixed, "reanchor", "earliest")
+        assert max(row["counterfactual"] for row in rows) <= n - 1  # n nodes, the anchor included
+    del same["rounds"][3]["budget"]
+    with pytest.raises(ValueError, match=r"round 3 does not record its nodes"):
+        A.counterfactual(same, "dflash", "earliest")
+    with pytest.raises(ValueError, match=r"config.max_trie_nodes: 'many' is not a whole number"):
+        A.counterfactual({**t, "config": {**t["config"], "max_trie_nodes": "many"}}, "dflash", "earliest")
