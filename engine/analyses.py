@@ -90,14 +90,15 @@ def round_gain(rnd: dict) -> tuple[int | None, int]:
 # -- per-round-pooled statistics ---------------------------------------------------------------
 
 def tau(traces: Traces) -> float | None:
-    """Mean acceptance length (accepted drafts + the bonus) over all rounds, as the paper's tau."""
-    a = [r["accepted"] + 1 for r in rounds_of(traces)]
+    """Mean acceptance length over all rounds, as the paper's tau: the tokens each round commits (accepted
+    drafts + the bonus; fewer only in a round the run's end cut: no room left for the bonus, or a stop token)."""
+    a = [len(r["new_tokens"]) for r in rounds_of(traces)]
     return _rate(sum(a), len(a))
 
 
 def acceptance_histogram(traces: Traces) -> dict[int, int]:
-    """{acceptance length (accepted + 1, bonus included, as tau): rounds}; its mean is tau."""
-    return dict(sorted(Counter(r["accepted"] + 1 for r in rounds_of(traces)).items()))
+    """{acceptance length (tokens committed, bonus included, as tau): rounds}; its mean is tau."""
+    return dict(sorted(Counter(len(r["new_tokens"]) for r in rounds_of(traces)).items()))
 
 
 def full_block_share(traces: Traces) -> float | None:

@@ -100,7 +100,9 @@ def run_stats(rounds: list[dict], new_tokens: int | None = None, wall_s: float |
         new_tokens = 1 + sum(len(r.get("new_tokens", [])) for r in rounds)
     if wall_s is None:
         wall_s = sum(float(r.get("round_ms", 0.0)) for r in rounds) / 1000.0
-    return {"tau": sum(int(r.get("accepted", 0)) + 1 for r in rounds) / n if n else 0.0,
+    # tau: tokens committed per round, accepted drafts + the bonus, except where the run's end cut the
+    # round (max_new_tokens leaves no room for the bonus; drafts past a stop token are dropped)
+    return {"tau": sum(len(r.get("new_tokens", [])) for r in rounds) / n if n else 0.0,
             "rounds": n, "new_tokens": new_tokens, "wall_s": wall_s,
             "tokens_per_s": new_tokens / wall_s if wall_s and wall_s > 0 else 0.0,
             "target_calls": n + 1, "draft_calls": sum(1 for r in rounds if r.get("block_size", 0) >= 2)}

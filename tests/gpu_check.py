@@ -81,7 +81,7 @@ def timing_simple(drafter: str | None, n_prompts: int, dtype: str, max_new: int 
             res = run.finish()
             agg[m]["tokens"] += res["stats"]["new_tokens"]
             agg[m]["wall"] += res["stats"]["wall_s"]
-            agg[m]["taus"] += [r["accepted"] + 1 for r in run.rounds]
+            agg[m]["taus"] += [len(r["new_tokens"]) for r in run.rounds]
             agg[m]["outputs"].append(res["output_ids"])
     out = {}
     for m in modes:

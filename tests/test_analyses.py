@@ -260,3 +260,23 @@ def test_counterfactual_under_an_auto_node_budget():
         A.counterfactual(same, "dflash", "earliest")
     with pytest.raises(ValueError, match=r"config.max_trie_nodes: 'many' is not a whole number"):
         A.counterfactual({**t, "config": {**t["config"], "max_trie_nodes": "many"}}, "dflash", "earliest")
+
+
+def test_tau_counts_the_tokens_each_round_commits():
+    """tau * rounds is the tokens the rounds committed, also where the run's end cut a round (room for
+    its drafts but not the bonus, or drafts past a stop token), in the run's stats and the analyses."""
+    from engine.decode import DecodeConfig, Engine
+    from tiny import tiny_models
+    cut = 0
+    for seed in (1, 4):
+        eng = Engine(tiny_models("llama", seed, block_size=4, sharpen=3.0))
+        ids = eng.encode_prompt("ab c")
+        for n in range(2, 8):
+            run = eng.run(ids, DecodeConfig(mode="dflash", max_new_tokens=n, ignore_eos=True))
+            run.finish()
+            committed = sum(len(r["new_tokens"]) for r in run.rounds)
+            stats = run.result["stats"]
+            assert stats["tau"] * stats["rounds"] == pytest.approx(committed) == n - 1
+            assert A.tau([run.trace()]) == pytest.approx(stats["tau"])
+            cut += any(len(r["new_tokens"]) < r["accepted"] + 1 for r in run.rounds)
+    assert cut, "no round was cut: the test proves little"

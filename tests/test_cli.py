@@ -36,7 +36,7 @@ def test_generate_json_and_trace_roundtrip(folders, tmp_path):
     assert trace["schema"] == SCHEMA and trace["output_ids"] == out["output_ids"]
     rounds = trace["rounds"]
     assert out["rounds"] == len(rounds) == trace["stats"]["rounds"]
-    assert out["tau"] == pytest.approx(sum(r["accepted"] + 1 for r in rounds) / len(rounds))
+    assert out["tau"] == pytest.approx(sum(len(r["new_tokens"]) for r in rounds) / len(rounds))
     # the rounds rebuild the output: first token from the prefill, then each round's new tokens
     assert [trace["first_token"]] + [t for r in rounds for t in r["new_tokens"]] == out["output_ids"]
     for r in rounds:

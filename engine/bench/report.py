@@ -70,7 +70,7 @@ def header(R: Results) -> list[str]:
             f"{cfg['device_used']} {cfg['dtype_used']}, T={cfg['temperature']}, seed {cfg['seed']}, "
             f"max {cfg['max_new_tokens']} new tokens, prompts per set: {counts}. {cfg['date']}."
             + (" **Interrupted**: partial results." if cfg.get("interrupted") else ""),
-            "\ntau = mean accepted drafts + 1 per round (bonus included), pooled over rounds; speedup = "
+            "\ntau = mean tokens committed per round (accepted drafts + the bonus), pooled over rounds; speedup = "
             "tokens/s over target-only (`ar`) tokens/s, same prompts, interleaved. Lossless: share of "
             "prompts whose output equals `ar`'s token for token (T=0)."
             + ("" if not cfg["temperature"] else
