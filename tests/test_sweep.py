@@ -344,6 +344,60 @@ def test_resume_refuses_other_settings(tiny, reference, capsys):
     assert rc == 2 and line.startswith("error: resume: ") and "was made with seed=0, not 1" in line
 
 
+@pytest.mark.parametrize("swap, key", [("drafter", "drafter"), ("target", "target"), ("block", "block_size")])
+def test_resume_refuses_traces_of_other_models(tiny, reference, capsys, swap, key):
+    """A trace made by another drafter, target or block size is not finished work for this sweep: refused,
+    naming the file and the setting, before any cluster starts (it was taken as done and mixed in)."""
+    from tiny import save_tiny
+
+    tmp, args = tiny
+    other_t, other_d = save_tiny(tmp / "other-models", "llama", 1, block_size=4)
+    flag = {"drafter": "--drafter", "target": "--target"}
+    if swap == "block":
+        extra = ["--block-size", "4"]
+    else:
+        extra = [flag[swap], str(other_d if swap == "drafter" else other_t)]
+    rc = cli(["bench", *args, *extra, "--ray", "local", "--out", str(reference), "--resume"])
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert rc == 2 and line.startswith("error: resume: ") and f"was made with {key}=" in line, line
+
+
+def test_resume_takes_a_model_folder_named_another_way(tiny, reference, monkeypatch):
+    """The same folders given as relative paths: the traces are this sweep's, every job is resumed (no cluster)."""
+    import argparse
+
+    from engine.bench.main import add_bench_args, plan
+    from engine.bench.sweep import add_sweep_args, load_finished, make_jobs
+
+    tmp, args = tiny
+    monkeypatch.chdir(tmp)
+    rel = [os.path.relpath(a, tmp) if a.startswith(str(tmp)) else a for a in args]
+    parser = argparse.ArgumentParser()
+    add_sweep_args(add_bench_args(parser.add_subparsers()))
+    a = parser.parse_args(["bench", *rel, "--ray", "local", "--out", str(reference), "--resume"])
+    todo, sets = plan(a)
+    jobs = make_jobs(sets, [a.drafter], [a.temperature])
+    assert len(load_finished(reference, jobs, todo, a)) == len(PROMPTS)
+
+
+def test_drafters_with_ray_is_refused(tiny, capsys):
+    """`--drafters A,B --ray` ran --drafter alone, silently: refused, naming --drafters, before any cluster starts."""
+    tmp, args = tiny
+    drafter = args[args.index("--drafter") + 1]
+    rc = cli(["bench", *args, "--drafters", f"{drafter},random", "--ray", "local", "--out", str(tmp / "two")])
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert rc == 2 and line.startswith("error: drafters: a sweep runs one drafter"), line
+
+
+def test_no_ray_installed_is_one_line(tiny, tmp_path, monkeypatch, capsys):
+    """Without the ray package: one line naming the version to install, exit 2 (not a traceback)."""
+    _, args = tiny
+    monkeypatch.setitem(sys.modules, "ray", None)   # `import ray` raises ModuleNotFoundError, as when not installed
+    rc = cli(["bench", *args, "--ray", "local", "--out", str(tmp_path / "noray")])
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and lines[-1] == "error: ray: Ray is not installed (pip install ray==2.60.0)", lines[-3:]
+
+
 def test_worker_without_the_models(tiny, cluster, capsys):
     tmp, args = tiny
     bad = [a if a != args[3] else str(tmp / "no-such-target") for a in args]

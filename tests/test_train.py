@@ -394,7 +394,7 @@ def test_cli_trains_sparse_then_trains_on_with_init_from(tmp_path):
     (["--loss-depth", "4", "--block-size", "4"], "loss_depth"), (["--head-topk", "8", "--kl", "0"], "head_topk"),
     (["--kl", "1.5"], "kl"), (["--anchors", "0"], "anchors"), (["--init-from", "/nonexistent"], "init_from"),
     (["--families", "code,poetry"], "families"), (["--variant", "opd", "--head-topk", "64"], "head_topk"),
-    (["--variant", "opd", "--opd-suffix", "-1"], "opd_suffix"),
+    (["--variant", "opd", "--opd-suffix", "-1"], "opd_suffix"), (["--threads", "-1"], "threads"),
     (["--variant", "opd", "--opd-reanchor", "1", "--opd-reanchor-depth", "16"], "opd_reanchor_depth"),
     (["--variant", "opd", "--opd-reanchor", "1", "--opd-reanchor-offsets", "0"], "opd_reanchor_offsets"),
     (["--variant", "domino", "--opd-reanchor", "1"], "opd_reanchor"),
@@ -435,3 +435,30 @@ def test_train_state_is_per_out_folder(tmp_path, capsys):
     assert main(common + ["--out", str(tmp_path / "a"), "--steps", "3", "--no-gen"]) == 0
     assert "at step 2" in capsys.readouterr().out and steps("a") == 3          # a's own, after b saved
     assert len(list((tmp_path / "data").glob("train_state-*.pt"))) == 2
+
+
+@pytest.mark.parametrize("flags, field", [(["--target-layers", "-1"], "target_layers"),
+                                          (["--target-layers", "0,4"], "target_layers"),
+                                          (["--target-layers", "x"], "target_layers"),
+                                          (["--target-layers", "1,,2"], "target_layers"),
+                                          (["--mask-id", "500"], "mask_id"), (["--mask-id", "-1"], "mask_id")])
+def test_cli_flags_out_of_the_targets_range_exit_2(tmp_path_factory, flags, field, capsys):
+    """Layer ids and the mask id are checked (against the loaded target) before any generation: -1 trained and exported
+    a drafter the engine then refuses; 4 (of 4 layers) and a mask id past the vocabulary were tracebacks; x did
+    not name the option."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from tiny import save_tiny
+
+    from engine.__main__ import main
+
+    tmp = tmp_path_factory.mktemp("range")
+    target_dir, _ = save_tiny(tmp, "llama", 0)   # 4 layers, 8 tokens
+    capsys.readouterr()
+    assert main(["train", "--target", str(target_dir), "--data", str(tmp / "data"), "--out", str(tmp / "out"),
+                 "--prompts", "2", "--eval-prompts", "0", "--max-new-tokens", "4", "--gen-batch", "2", "--steps", "1",
+                 "--batch", "1", "--anchors", "2", "--layers", "1", "--block-size", "4", "--mask-id", "3", *flags]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {field}: ") and len(err.strip().splitlines()) == 1, err
+    assert not list((tmp / "data").glob("*.jsonl")) and not (tmp / "out").exists()   # before any generation

@@ -32,14 +32,15 @@ from pathlib import Path
 
 from ..errors import InputError
 from ..paths import REPO
-from .main import (Variant, aggregate, decode_config, drafter_label, engine_info, plan, prepare, run_config,
-                   run_prompt, save_traces, start_out, trace_path, write_results)
+from .main import (Variant, aggregate, decode_config, drafter_label, engine_info, parse_drafters, plan, prepare,
+                   run_config, run_prompt, save_traces, start_out, trace_path, write_results)
 from .main import main as bench_main
 
 MAX_ATTEMPTS = 3          # a job that fails (or kills its worker) this often is given up, and named
 WORKER_RESTARTS = 5       # Ray restarts a dead worker this often (each restart reloads the models)
 DECODE_KEYS = ("mode", "rule", "temperature", "seed", "max_new_tokens", "max_shifted", "max_trie_nodes",
-               "ignore_eos")  # a resumed trace must have been made with these settings
+               "ignore_eos")  # a resumed trace must have been made with these settings (and models: model_keys)
+RAY_VERSION = "2.60.0"    # the version requirements.txt pins and the README names
 
 
 @dataclass(frozen=True)
@@ -127,7 +128,12 @@ def connect(address: str, num_cpus: int | None = None):
         os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
     elif address != "auto":
         _check_reachable(address)
-    import ray
+    try:
+        import ray
+    except ModuleNotFoundError as e:
+        if (e.name or "").split(".")[0] != "ray":   # Ray is there but lacks a dependency: say which
+            raise
+        raise InputError("ray", f"Ray is not installed (pip install ray=={RAY_VERSION})") from None
 
     if ray.is_initialized():
         return ray
@@ -328,13 +334,41 @@ class Sweep:
             self.ray.kill(w.actor, no_restart=True)
 
 
+def model_keys(args, v: Variant) -> dict:
+    """The models a trace of `v` must have been made with, as the trace's config names them (trace.make_trace):
+    the target, the drafter (`ar` drafts nothing: "none"), and the block size when --block-size sets it (else
+    it is the drafter's own; round 0's blocks shrink to --max-new-tokens)."""
+    from ..models.load import DEFAULT_DRAFTER_DIRS
+
+    target = args.target or "embedded"
+    drafter = args.drafter or "default"
+    if drafter == "default":   # as load_drafter resolves it
+        found = [d for d in DEFAULT_DRAFTER_DIRS if (d / "config.json").is_file()]
+        drafter = str(found[0]) if target == "embedded" and found else "random"
+    keys = {"target": target, "drafter": "none" if v.mode == "ar" else drafter}
+    if args.block_size and v.mode != "ar":
+        keys["block_size"] = min(args.block_size, args.max_new_tokens)
+    return keys
+
+
+def _same(k: str, had, want) -> bool:
+    """Equal settings; a model folder named two ways (relative, absolute) is the same folder."""
+    if had == want:
+        return True
+    if k in ("target", "drafter") and isinstance(had, str) and isinstance(want, str):
+        a, b = Path(had).expanduser(), Path(want).expanduser()
+        return a.exists() and b.exists() and a.resolve() == b.resolve()
+    return False
+
+
 def load_finished(out: Path, jobs: list[Job], todo: list[Variant], args) -> dict[Job, dict]:
     """--resume: the jobs whose every variant's trace is on disk. A trace made with other decoding
-    settings is an error (a mixed sweep would be meaningless); an unreadable one is run again."""
+    settings or other models (target, drafter, block size) is an error (a mixed sweep would be
+    meaningless); an unreadable one is run again."""
     from ..trace import TraceError, load_trace
 
-    want = {v.label: {k: getattr(decode_config(args, v, args.max_new_tokens), k) for k in DECODE_KEYS}
-            for v in todo}
+    want = {v.label: {**{k: getattr(decode_config(args, v, args.max_new_tokens), k) for k in DECODE_KEYS},
+                      **model_keys(args, v)} for v in todo}
     done = {}
     for job in jobs:
         paths = job.paths(out, todo)
@@ -346,7 +380,7 @@ def load_finished(out: Path, jobs: list[Job], todo: list[Variant], args) -> dict
             continue
         for (label, tr), path in zip(traces.items(), paths):
             for k, v in {**want[label], "temperature": job.temperature}.items():
-                if tr["config"].get(k) != v:
+                if not _same(k, tr["config"].get(k), v):
                     raise InputError("resume", f"{path} was made with {k}={tr['config'].get(k)!r}, not {v!r}: "
                                                "use another --out, or the same settings")
         done[job] = traces
@@ -472,5 +506,11 @@ def main(args) -> int:
         raise InputError("workers", f"must be at least 1, got {args.workers}")
     if args.device.startswith("cuda:"):
         raise InputError("device", "with --ray each worker uses the GPU Ray gives it: use auto or cuda")
+    if args.drafters:
+        names = parse_drafters(args.drafters)
+        if len(names) > 1:   # jobs, traces and results are per drafter: a silent --drafter-only run misleads
+            raise InputError("drafters", "a sweep runs one drafter: run one sweep per drafter (--drafter, each "
+                                         "with its own --out), or the single-process bench for side-by-side drafters")
+        args.drafter, args.drafters = names[0], None
     write_results(start_out(args), run_sweep(args))
     return 0

@@ -39,6 +39,7 @@ def main(args: argparse.Namespace) -> int:
 
     hf_logging.disable_progress_bar()  # "Writing model shards" on every export would flood the log
     t = trainer_class(args.variant)(args)
+    t.read_state()
     t.load_target()
     t.generate()
     if args.gen_only:

@@ -516,8 +516,39 @@ def _add_variant_args(g: argparse._ArgumentGroup) -> None:
 
 
 def _data_settings(args: argparse.Namespace) -> dict:
-    """What the response shards depend on, recorded in --data's meta.json."""
-    return dict(prompt_seed=args.prompt_seed, families=args.families, max_new_tokens=args.max_new_tokens)
+    """What the response shards depend on, recorded in --data's meta.json (the target's identity: model_id)."""
+    return dict(prompt_seed=args.prompt_seed, families=args.families, max_new_tokens=args.max_new_tokens,
+                target=model_id(args.target))
+
+
+def model_id(name: str) -> str:
+    """A model's identity across runs: "embedded", a local folder's resolved path, else the name (a hub id)."""
+    if not name or name == "embedded":
+        return name
+    p = Path(name).expanduser()
+    return str(p.resolve()) if p.exists() else name
+
+
+def target_layer_ids(args: argparse.Namespace) -> list[int] | None:
+    """--target-layers as a list of ints (None: not given)."""
+    if not args.target_layers:
+        return None
+    try:
+        return [int(x) for x in args.target_layers.split(",")]
+    except ValueError:
+        raise InputError("target_layers", f"{args.target_layers!r} is not a comma list of layer ids") from None
+
+
+def check_model_args(args: argparse.Namespace, config) -> None:
+    """The flags that depend on the target (its `config`), once it is loaded: layer ids and the mask token."""
+    n, vocab = config.num_hidden_layers, config.vocab_size
+    bad = [i for i in target_layer_ids(args) or [] if not 0 <= i < n]
+    if bad:   # a negative id would wrap around, and the engine refuses the exported drafter
+        raise InputError("target_layers", f"{bad[0]} is not a layer of the target (0 to {n - 1})")
+    if not 0 <= args.mask_id < vocab:
+        raise InputError("mask_id", f"{args.mask_id} is not a token id of the target (0 to {vocab - 1})")
+    if args.head_topk > vocab:
+        raise InputError("head_topk", f"{args.head_topk} is more than the vocabulary ({vocab})")
 
 
 def check_args(args: argparse.Namespace) -> None:
@@ -528,6 +559,11 @@ def check_args(args: argparse.Namespace) -> None:
                       ("opd_reanchor_offsets", 1), ("opd_reanchor_depth", 1)):
         if getattr(args, name) < low:
             raise InputError(name, f"{getattr(args, name)} is below {low}")
+    if args.threads < 0:
+        raise InputError("threads", f"{args.threads} is below 0 (0: torch's default)")
+    if args.mask_id < 0:
+        raise InputError("mask_id", f"{args.mask_id} is below 0")
+    target_layer_ids(args)   # a malformed list fails here; its range once the target is loaded
     if args.opd_reanchor and args.opd_reanchor_depth >= args.block_size:
         raise InputError("opd_reanchor_depth", f"{args.opd_reanchor_depth} leaves no room in a block of {args.block_size}")
     if args.opd_reanchor and args.variant != "opd":
@@ -551,9 +587,15 @@ def check_args(args: argparse.Namespace) -> None:
         bad = [x for x in args.eval_sets.split(",") if x not in SETS]
         if bad:
             raise InputError("eval_sets", f"unknown set {bad[0]!r} (one of {', '.join(SETS)})")
+    target = model_id(args.target)
     for folder in args.more_data:
         if not any(Path(folder).glob("train-*.jsonl")) or not (Path(folder) / "meta.json").is_file():
             raise InputError("more_data", f"{folder} holds no train-*.jsonl shards with their meta.json")
+        if json.loads((Path(folder) / "meta.json").read_text()).get("target", target) != target:
+            raise InputError("more_data", f"{folder} holds another target's responses "
+                             f"({json.loads((Path(folder) / 'meta.json').read_text())['target']})")
+        if Path(folder).resolve() == Path(args.data).resolve():
+            raise InputError("more_data", f"{folder} is --data itself (its responses would count twice)")
     if args.families:
         from .prompts import CATEGORIES
 
@@ -561,6 +603,11 @@ def check_args(args: argparse.Namespace) -> None:
         if bad:
             raise InputError("families", f"unknown family {bad[0]!r} (one of {', '.join(CATEGORIES)})")
     meta = Path(args.data) / "meta.json"
+    had_target = json.loads(meta.read_text()).get("target", target) if meta.is_file() else target
+    if had_target != target:   # even with --no-gen: a drafter for one target on another's responses, and its
+        # tau_sim replayed on them, measure nothing
+        raise InputError("data", f"{args.data} holds the responses of target {had_target}, not {target}: "
+                         "use another --data folder")
     if not args.no_gen and not args.eval_only and meta.is_file() and any(Path(args.data).glob("train-*.jsonl")):
         # resuming generation with other prompts or lengths would mix two data sets silently
         had, want = json.loads(meta.read_text()), _data_settings(args)
@@ -596,8 +643,8 @@ class Running:
 
 
 class Trainer:
-    """One `python -m engine train` run, in the order `main` calls its steps: load_target, generate, load_data,
-    build_drafter, setup, load_state, then eval_only or fit (which calls train_step, record, evaluate, save).
+    """One `python -m engine train` run, in the order `main` calls its steps: read_state, load_target, generate,
+    load_data, build_drafter, setup, load_state, then eval_only or fit (which calls train_step, record, evaluate, save).
 
     The model (build_drafter), the optimizer (setup), the batch (next_batch), the loss (loss) and the step
     (train_step) are separate methods so that a variant can replace one of them alone."""
@@ -629,8 +676,7 @@ class Trainer:
         a = self.args
         self.target, self.tok = load_target(a.target, self.dev, self.tdtype)
         self.target.requires_grad_(False)
-        if a.head_topk > self.target.config.vocab_size:
-            raise InputError("head_topk", f"{a.head_topk} is more than the vocabulary ({self.target.config.vocab_size})")
+        check_model_args(a, self.target.config)
         self.timings["load_target_s"] = round(time.time() - self.t_start, 1)
         log(f"target {a.target} on {self.dev} ({self.tdtype}) loaded in {self.timings['load_target_s']}s")
 
@@ -687,7 +733,9 @@ class Trainer:
         a = self.args
         # --data first, then --more-data in order (the head-rows cache files follow that order)
         folders = [self.data] + [Path(f) for f in a.more_data]
-        recs = [r for d in folders for r in load_shards(d, "train") if len(r["response_ids"]) >= 2]
+        # --data's shards answer build_prompts(--prompts) in order ("i"): an earlier run's further prompts are left out
+        recs = [r for d in folders for r in load_shards(d, "train") if len(r["response_ids"]) >= 2
+                and (d != self.data or r["i"] < a.prompts)]
         eval_recs = load_shards(self.data, self.eval_tag)[:len(self.eval_set_of)]
         if not recs and not a.eval_only:
             return False
@@ -716,7 +764,7 @@ class Trainer:
         """Stage 2: the drafter (from --init-from's weights, or --init from the target's), on the device, and the
         frozen target embeddings and head it uses."""
         a = self.args
-        layer_ids = [int(x) for x in a.target_layers.split(",")] if a.target_layers else None
+        layer_ids = target_layer_ids(a)
         if a.init_from and layer_ids is None:  # the folder's, not the default for this many layers
             cfg = json.loads((Path(a.init_from) / "config.json").read_text())
             layer_ids = (cfg.get("dflash_config") or {}).get("target_layer_ids")
@@ -750,22 +798,65 @@ class Trainer:
         log(f"drafter: {a.layers} layers, {n_params / 1e6:.2f}M params, B={self.B}, target layers "
             f"{self.drafter.target_layer_ids}, init={a.init_from or a.init}, kl={a.kl}, gamma={self.gamma}")
 
-    def load_state(self) -> None:
-        """A fresh run's counters and sampling RNG, or those of the train state saved under --data (unless --fresh
-        or --eval-only)."""
+    def read_state(self) -> None:
+        """The train state saved under --data for this run (unless --fresh or --eval-only), read before anything
+        costly: one that another run's origin saved fails here (resumable), not after the target and caches load."""
         a = self.args
         self.state_path = self.data / self.state_name()
+        self.saved = None
+        if self.state_path.exists() and not a.fresh and not a.eval_only:
+            st = torch.load(self.state_path, map_location="cpu", weights_only=False)
+            self.saved = st if self.resumable(st) else None
+
+    def load_state(self) -> None:
+        """A fresh run's counters and sampling RNG, or those of the train state read_state found."""
+        a = self.args
+        if not hasattr(self, "saved"):
+            self.read_state()
         self.step, self.train_s, self.history, self.evals = 0, 0.0, [], []
         self.rng = random.Random(a.seed)
         self.order: list[int] = []
-        if self.state_path.exists() and not a.fresh and not a.eval_only:
-            st = torch.load(self.state_path, map_location=self.dev, weights_only=False)
+        st, self.saved = self.saved, None
+        if st is not None:
+            self.lineage = st.get("lineage", self.lineage)   # not --init-from's log, when that is --out's own
             self.drafter.load_state_dict(st["model"])
             self.opt.load_state_dict(st["opt"])
             self.step, self.train_s, self.history, self.evals = st["step"], st["train_s"], st["history"], st["evals"]
             self.rng.setstate(st["rng"])
+            # the torch draws too (--head-topk's negatives, a head's rows): a resumed run draws what an
+            # uninterrupted one would (states saved before they were: those runs go on from a fresh draw)
+            if "torch_rng" in st:
+                torch.set_rng_state(st["torch_rng"].cpu())
+            for name, gen in self.generators().items():
+                if name in st.get("generators", {}):
+                    gen.set_state(st["generators"][name].cpu())
             self.order = [i for i in st["order"] if i < len(self.seqs)]
             log(f"resumed from {self.state_path} at step {self.step} ({self.train_s:.0f}s trained)")
+
+    def origin(self) -> dict[str, str]:
+        """What the run starts from: a saved state is resumed only by a run that starts from the same."""
+        a = self.args
+        return {"init_from": model_id(a.init_from), "backbone_from": model_id(a.backbone_from),
+                "target": model_id(a.target)}
+
+    def resumable(self, st: dict) -> bool:
+        """Whether the saved state `st` is this run's to resume: True, or False to start afresh (--init-from is --out
+        and its run finished: training on from that export), or an InputError (a run that started elsewhere)."""
+        origin = self.origin()
+        if st.get("final") and origin["init_from"] and origin["init_from"] == str(self.out.resolve()):
+            log(f"{self.state_path.name}: the run that exported {self.out} finished; training on from that export")
+            return False
+        had = st.get("origin") or origin   # states saved before origins were: as before
+        for k, v in origin.items():
+            if had.get(k, v) != v:
+                raise InputError(k, f"the train state {self.state_path} belongs to a run with --{k.replace('_', '-')} "
+                                 f"{had[k] or '(none)'}, not {v or '(none)'}: add --fresh to start afresh (that state "
+                                 "is then replaced), or use another --out")
+        return True
+
+    def generators(self) -> dict[str, torch.Generator]:
+        """The run's own torch generators (beyond torch's global one), saved and restored with the train state."""
+        return {}
 
     def state_name(self) -> str:
         """Per variant, block size and --out: two runs on one --data folder (two learning rates side by side)
@@ -837,7 +928,9 @@ class Trainer:
         tmp = self.state_path.with_suffix(".tmp")
         torch.save({"model": self.drafter.state_dict(), "opt": self.opt.state_dict(), "step": self.step,
                     "train_s": self.train_s, "history": self.history, "evals": self.evals,
-                    "rng": self.rng.getstate(), "order": self.order}, tmp)
+                    "rng": self.rng.getstate(), "order": self.order, "torch_rng": torch.get_rng_state(),
+                    "generators": {k: g.get_state() for k, g in self.generators().items()},
+                    "origin": self.origin(), "lineage": self.lineage, "final": final}, tmp)
         os.replace(tmp, self.state_path)
         return time.time() - t
 

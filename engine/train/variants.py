@@ -68,7 +68,7 @@ from ..paths import DRAFTERS
 from .data import log
 from .loss import head_loss, negatives
 from .main import (Trainer, draft_forward, draft_matches, eval_tau, folder_state, frozen_head, lineage_of, make_batch,
-                   rollout, target_states)
+                   model_id, rollout, target_states)
 
 DEFAULT_TOPK = 16
 SEQS_PER_FILE = 64   # training sequences per head-rows cache file
@@ -305,6 +305,9 @@ class HeadTrainer(VariantTrainer):
         self.row_gen = torch.Generator().manual_seed(a.seed)
         self.rows = None if a.eval_only else self.head_rows()
 
+    def generators(self) -> dict[str, torch.Generator]:
+        return {"row_gen": self.row_gen}   # seeded in setup; a resumed run restores it (load_state)
+
     def head_rows(self) -> RowStore:
         """The cached rows of every training sequence, SEQS_PER_FILE sequences per file under --data/head-rows/,
         each file named by what it depends on (the backbone's weights, the settings, its sequences): a run on the
@@ -312,7 +315,7 @@ class HeadTrainer(VariantTrainer):
         only the new sequences' rows."""
         a = self.args
         base = dict(backbone=backbone_digest(self.drafter), D=a.head_depth, K=a.head_topk, anchors=a.head_anchors,
-                    seed=a.seed)
+                    seed=a.seed, target=model_id(a.target))   # the rows hold the target's top-K and logits
         folder = self.data / "head-rows"
         folder.mkdir(exist_ok=True)
         t0, files, made = time.time(), [], 0
