@@ -145,6 +145,14 @@ def test_every_layer_of_the_target_may_be_read(tiny, tmp_path, capsys):
                                      lambda c: c["dflash_config"].update(target_layer_ids=[-1])))
 
 
+@pytest.mark.parametrize("field", ["conv_group_size", "selector_rank", "selector_top_k"])
+def test_a_dflash2_config_names_its_missing_field(tiny, tmp_path, capsys, field):
+    folder = head_drafter(tiny["llama"], tmp_path / "d2", "dflash2", 8)
+    edit = edit_config(folder, tmp_path / "d2-partial", lambda c: c["dflash_config"].pop(field))
+    refused(capsys, "drafter", f"config.json has no dflash_config.{field} (a DFlash 2 drafter needs it)",
+            "--target", tiny["llama"], "--drafter", edit)
+
+
 @pytest.mark.parametrize("mask", [3.7, "3", True, -1, 99], ids=repr)
 def test_the_mask_token_must_be_a_row_of_the_table(tiny, tmp_path, capsys, mask):
     folder = edit_config(tiny["llama_drafter"], tmp_path / "drafter",

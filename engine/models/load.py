@@ -149,8 +149,11 @@ def drafter_class(config):
     """The class a drafter config describes (variants.variant_name): DFlash, DFlash 2, Domino or DSpark."""
     from dflash import DFlash2DraftModel, DFlashDraftModel
 
-    from .variants import DominoDraftModel, DSparkDraftModel, variant_name
+    from .variants import DominoDraftModel, DSparkDraftModel, required, variant_name
 
+    if variant_name(config) == "dflash2":  # the package would fail on int(None), naming nothing
+        for name in ("conv_group_size", "selector_rank", "selector_top_k"):
+            required(config, name, "DFlash 2")
     return {"dflash": DFlashDraftModel, "dflash2": DFlash2DraftModel, "domino": DominoDraftModel,
             "dspark": DSparkDraftModel}[variant_name(config)]
 
