@@ -11,7 +11,7 @@ from engine.decode import DecodeConfig
 from engine.decode.cost import budget_for
 from engine.errors import InputError
 from engine.options import MODES, RULES, parse_max_shifted, parse_max_trie_nodes, to_int
-from engine.trace import TextPieces, add_round, new_trace
+from engine.trace import TextPieces, add_round, new_trace, unicode_problem
 
 from . import session
 
@@ -38,11 +38,9 @@ def parse_inputs(prompt, mode, rule, temperature, seed, max_new, shifted="all", 
         raise bad_input("Prompt: is empty; type a prompt or pick an example")
     if len(prompt) > session.MAX_PROMPT_CHARS:
         raise bad_input(f"Prompt: {len(prompt)} characters, at most {session.MAX_PROMPT_CHARS}")
-    try:  # the API can send a lone surrogate ("\ud800"), which no tokenizer or page can take
-        prompt.encode("utf-8")
-    except UnicodeEncodeError as e:
-        raise bad_input(f"Prompt: is not valid Unicode text (a lone surrogate \\u{ord(prompt[e.start]):04x} "
-                        f"at character {e.start})") from None
+    problem = unicode_problem(prompt)   # the API can send a lone surrogate, which no tokenizer or page can take
+    if problem:
+        raise bad_input(f"Prompt: {problem}")
     for label, value, allowed in ((choices[0], mode, MODES), (choices[1], rule, RULES)):
         if not isinstance(value, str) or value not in allowed:
             raise bad_input(f"{label}: {str(value)[:80]!r} is not one of: {', '.join(allowed)}")

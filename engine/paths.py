@@ -12,6 +12,12 @@ PROMPTS = ASSETS / "prompts"
 DEFAULT_DRAFTER_DIRS = [DRAFTERS / "smollm2-135m-dflash-b16", DRAFTERS / "smollm2-135m-dflash-b8"]
 
 
+def default_drafter(target: str = "embedded") -> str:
+    """What drafter "default" means: the first shipped one present for the embedded target, else "random"."""
+    found = [d for d in DEFAULT_DRAFTER_DIRS if (d / "config.json").is_file()]
+    return str(found[0]) if target == "embedded" and found else "random"
+
+
 def shipped_drafters() -> list[Path]:
     """Every drafter folder under assets/drafters (a config.json), the default ones first."""
     found = sorted(d for d in DRAFTERS.glob("*") if (d / "config.json").is_file()) if DRAFTERS.is_dir() else []

@@ -311,9 +311,11 @@ def _encodes(s: str) -> bool:
     return True
 
 
-def _unicode_error(s: str) -> str:
-    """Why `s` is not Unicode text: JSON's "\\ud800" escape parses to a lone surrogate, which UTF-8 (a
-    page, a file) cannot carry; left in, the page's answer would fail after the trace was taken."""
+def unicode_problem(s: str) -> str | None:
+    """Why `s` is not Unicode text, or None: JSON's "\\ud800" escape (or an API call) gives a lone surrogate,
+    which UTF-8 (a page, a file) cannot carry; left in, the page's answer would fail after the input was taken."""
+    if _encodes(s):
+        return None
     j = next(j for j, ch in enumerate(s) if 0xD800 <= ord(ch) <= 0xDFFF)
     return f"is not valid Unicode text (a lone surrogate \\u{ord(s[j]):04x} at character {j})"
 
@@ -328,7 +330,7 @@ def _texts(named, where, lim: Limits, n_max: int | None = None) -> None:
         _fail(where(name), f"holds {len(v):,} characters, over the {n_max:,} a token's text may have")
     if not _encodes("".join(strings)):  # a surrogate never pairs across strings here: Python keeps it lone
         name, v = next((name, v) for name, v in named if not _encodes(v))
-        _fail(where(name), _unicode_error(v))
+        _fail(where(name), unicode_problem(v))
 
 
 def check_round_scalars(r: dict, w: str, lim: Limits) -> None:

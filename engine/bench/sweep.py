@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import InputError
-from ..paths import REPO
+from ..paths import REPO, default_drafter
 from .main import (Variant, aggregate, decode_config, drafter_label, engine_info, parse_drafters, plan, prepare,
                    run_config, run_prompt, save_traces, start_out, trace_path, write_results)
 from .main import main as bench_main
@@ -338,13 +338,10 @@ def model_keys(args, v: Variant) -> dict:
     """The models a trace of `v` must have been made with, as the trace's config names them (trace.make_trace):
     the target, the drafter (`ar` drafts nothing: "none"), and the block size when --block-size sets it (else
     it is the drafter's own; round 0's blocks shrink to --max-new-tokens)."""
-    from ..models.load import DEFAULT_DRAFTER_DIRS
-
     target = args.target or "embedded"
     drafter = args.drafter or "default"
-    if drafter == "default":   # as load_drafter resolves it
-        found = [d for d in DEFAULT_DRAFTER_DIRS if (d / "config.json").is_file()]
-        drafter = str(found[0]) if target == "embedded" and found else "random"
+    if drafter == "default":
+        drafter = default_drafter(target)
     keys = {"target": target, "drafter": "none" if v.mode == "ar" else drafter}
     if args.block_size and v.mode != "ar":
         keys["block_size"] = min(args.block_size, args.max_new_tokens)

@@ -11,7 +11,7 @@ from pathlib import Path
 import torch
 
 from ..errors import InputError
-from ..paths import DEFAULT_DRAFTER_DIRS
+from ..paths import default_drafter
 from .embedded import SMOLLM2_MASK_ID, SMOLLM2_VOCAB
 
 DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
@@ -209,8 +209,7 @@ def load_drafter(name: str | None, target, device: torch.device, dtype: torch.dt
     """'default' (the shipped drafter for the embedded target, else random), 'random', a folder or a hub id."""
     name = name or "default"
     if name == "default":
-        found = [d for d in DEFAULT_DRAFTER_DIRS if (d / "config.json").is_file()]
-        name = str(found[0]) if target_name == "embedded" and found else "random"
+        name = default_drafter(target_name)
     if name == "none":
         return None, "none"
     if name == "random":

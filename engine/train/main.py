@@ -591,9 +591,9 @@ def check_args(args: argparse.Namespace) -> None:
     for folder in args.more_data:
         if not any(Path(folder).glob("train-*.jsonl")) or not (Path(folder) / "meta.json").is_file():
             raise InputError("more_data", f"{folder} holds no train-*.jsonl shards with their meta.json")
-        if json.loads((Path(folder) / "meta.json").read_text()).get("target", target) != target:
-            raise InputError("more_data", f"{folder} holds another target's responses "
-                             f"({json.loads((Path(folder) / 'meta.json').read_text())['target']})")
+        had_target = json.loads((Path(folder) / "meta.json").read_text()).get("target", target)
+        if had_target != target:
+            raise InputError("more_data", f"{folder} holds another target's responses ({had_target})")
         if Path(folder).resolve() == Path(args.data).resolve():
             raise InputError("more_data", f"{folder} is --data itself (its responses would count twice)")
     if args.families:
@@ -603,14 +603,15 @@ def check_args(args: argparse.Namespace) -> None:
         if bad:
             raise InputError("families", f"unknown family {bad[0]!r} (one of {', '.join(CATEGORIES)})")
     meta = Path(args.data) / "meta.json"
-    had_target = json.loads(meta.read_text()).get("target", target) if meta.is_file() else target
+    had = json.loads(meta.read_text()) if meta.is_file() else {}
+    had_target = had.get("target", target)
     if had_target != target:   # even with --no-gen: a drafter for one target on another's responses, and its
         # tau_sim replayed on them, measure nothing
         raise InputError("data", f"{args.data} holds the responses of target {had_target}, not {target}: "
                          "use another --data folder")
     if not args.no_gen and not args.eval_only and meta.is_file() and any(Path(args.data).glob("train-*.jsonl")):
         # resuming generation with other prompts or lengths would mix two data sets silently
-        had, want = json.loads(meta.read_text()), _data_settings(args)
+        want = _data_settings(args)
         for k in want:
             if k in had and had[k] != want[k]:
                 raise InputError("data", f"{args.data} holds responses made with {k.replace('_', '-')} {had[k]!r}, "
