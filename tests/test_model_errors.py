@@ -4,11 +4,18 @@ crash mid-decode or a silent random weight; folders that fit still load and deco
 The drafter must match the target's output vocabulary when it has vocabulary-sized weights of its own (DFlash 2,
 Domino, DSpark), read layers the target has (target_layer_ids: whole numbers 0 <= i < num_hidden_layers); the
 target folder must hold every weight, and a tokenizer no larger than its embedding table; --device, --draft-dtype,
---max-trie-nodes and --max-shifted name themselves and the range."""
+--max-trie-nodes and --max-shifted name themselves and the range. A name that is no folder says so, and as a hub id
+it is read from the HF cache first, failing at once (no retries) when it is not there and the hub cannot be reached;
+a drafter's block size that leaves no room in the target's context is named (not max_new_tokens)."""
+import hashlib
+import http.server
 import json
+import os
 import shutil
 import subprocess
 import sys
+import threading
+from pathlib import Path
 
 import pytest
 import torch
@@ -262,3 +269,128 @@ def test_cuda_devices_must_exist(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     with pytest.raises(InputError, match="^device: .*no CUDA device"):
         resolve_device("cuda:0")
+
+
+# -- 6. names: a folder, a hub id in the HF cache, a hub id to download ----------------------------------------
+
+LOAD = """
+import json, sys, time, torch
+from engine.errors import InputError
+from engine.models import load_drafter, load_target
+cpu, f32 = torch.device("cpu"), torch.float32
+target = load_target(sys.argv[1], cpu, f32)[0]
+for field, name in json.loads(sys.argv[2]):
+    t = time.perf_counter()
+    try:
+        load_target(name, cpu, f32) if field == "target" else load_drafter(name, target, cpu, f32)
+        error = None
+    except InputError as e:
+        error = str(e)
+    print(json.dumps([error, time.perf_counter() - t]))
+"""
+
+
+def hub_loads(target, loads, cache, endpoint: str, offline: bool = False) -> list:
+    """[error or None, seconds] of load_target / load_drafter per (field, name) of `loads`, in a python whose
+    Hugging Face cache is `cache` and hub `endpoint` (HF_ENDPOINT is read at import: a process of its own)."""
+    env = {k: v for k, v in os.environ.items() if "PROXY" not in k.upper() and k not in
+           ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_TOKEN")}
+    env.update(HF_HUB_CACHE=str(cache), HF_ENDPOINT=endpoint, OMP_NUM_THREADS="1",
+               **({"HF_HUB_OFFLINE": "1"} if offline else {}))
+    p = subprocess.run([sys.executable, "-c", LOAD, str(target), json.dumps(loads)], cwd=ROOT, env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    return [json.loads(line) for line in p.stdout.splitlines()]
+
+
+class FakeHub(http.server.BaseHTTPRequestHandler):
+    """The hub's download routes over folders `repos`/<owner>/<name>: enough for transformers to download them."""
+    repos: Path
+
+    def do_HEAD(self, body: bool = False):
+        parts = self.path.split("?")[0].strip("/").split("/")
+        if parts[:2] == ["api", "models"]:  # listing a repo's files (chat templates): none
+            repo, data = self.repos.joinpath(*parts[2:4]), b"[]"
+        else:  # /<owner>/<name>/resolve/<revision>/<file>
+            repo = self.repos.joinpath(*parts[:2])
+            file = repo.joinpath(*parts[4:])
+            data = file.read_bytes() if file.is_file() else None
+        code = None if data is not None else "EntryNotFound" if repo.is_dir() else "RepoNotFound"
+        self.send_response(404 if code else 200)
+        if code:
+            self.send_header("X-Error-Code", code)
+        else:
+            self.send_header("X-Repo-Commit", "0" * 40)
+            self.send_header("ETag", f'"{hashlib.sha1(data).hexdigest()}"')
+        self.send_header("Content-Length", str(len(data or b"")))
+        self.end_headers()
+        if body and data:
+            self.wfile.write(data)
+
+    def do_GET(self):
+        self.do_HEAD(body=True)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_hub_ids_download_when_the_hub_answers_and_load_from_the_cache_without_it(tiny, tmp_path):
+    repos = tmp_path / "repos"
+    shutil.copytree(tiny["llama"], repos / "tiny" / "target")
+    shutil.copytree(tiny["llama_drafter"], repos / "tiny" / "drafter")
+    hub = http.server.ThreadingHTTPServer(("127.0.0.1", 0), type("Hub", (FakeHub,), {"repos": repos}))
+    threading.Thread(target=hub.serve_forever, daemon=True).start()
+    endpoint = f"http://127.0.0.1:{hub.server_address[1]}"
+    loads = [["target", "tiny/target"], ["drafter", "tiny/drafter"], ["drafter", "tiny/missing"]]
+    snapshot = tmp_path / "cache" / "models--tiny--target" / "snapshots" / ("0" * 40)  # the target partly cached:
+    snapshot.mkdir(parents=True)                                                      # only its config.json
+    shutil.copy(tiny["llama"] / "config.json", snapshot)
+    (snapshot.parent.parent / "refs").mkdir()
+    (snapshot.parent.parent / "refs" / "main").write_text("0" * 40)
+    try:
+        (target, _), (drafter, _), (missing, _) = hub_loads(tiny["llama"], loads, tmp_path / "cache", endpoint)
+    finally:
+        hub.shutdown()
+        hub.server_close()
+    assert target is None and drafter is None, (target, drafter)
+    assert missing == "drafter: there is no folder 'tiny/missing' here, and no hub model 'tiny/missing' " \
+                      "(a private one needs `hf auth login`)", missing
+    # the hub gone (its port closed) or HF_HUB_OFFLINE: what was downloaded loads from the cache, and fast
+    for offline in (False, True):
+        (target, _), (drafter, _), (missing, seconds) = hub_loads(tiny["llama"], loads, tmp_path / "cache",
+                                                                  endpoint, offline)
+        assert target is None and drafter is None, (target, drafter)
+        why = "HF_HUB_OFFLINE is set" if offline else "127.0.0.1 is unreachable (Connection refused)"
+        assert missing == "drafter: there is no folder 'tiny/missing' here, and as a hub id it is not in the " \
+                          f"Hugging Face cache and {why}", missing
+        assert seconds < 3, seconds
+
+
+def test_a_hub_id_out_of_the_cache_fails_at_once_without_the_hub(tiny, tmp_path):
+    """transformers retried for ~30 s (offline, huggingface.co unresolvable) before it failed; a typo of a folder
+    (one slash) reads as a hub id too, and the message names both readings."""
+    loads = [["target", "someone/nonexistent"], ["drafter", "someone/nonexistent"], ["drafter", "asset/drafters"]]
+    got = hub_loads(tiny["llama"], loads, tmp_path / "empty-cache", "http://127.0.0.1:9")
+    for (field, name), (error, seconds) in zip(loads, got):
+        assert error.startswith(f"{field}: there is no folder {name!r} here, and as a hub id it is not in the "
+                                f"Hugging Face cache and 127.0.0.1 is unreachable"), error
+        assert seconds < 3, got
+
+
+def test_a_name_that_can_only_be_a_folder_says_there_is_no_such_folder(tiny, capsys):
+    """Two slashes: no hub id ('Repo id must be in the form ...' said nothing of the folder)."""
+    refused(capsys, "drafter", "there is no folder '<path>'", "--target", tiny["llama"],
+            "--drafter", "assets/drafterz/x")
+    refused(capsys, "target", "there is no folder '<path>'", "--target", "assets/targetz/x")
+
+
+def test_a_block_too_large_for_the_context_names_the_block_size(tiny, tmp_path, capsys):
+    """A block size with no room left in the target's context was blamed on max_new_tokens."""
+    big = edit_config(tiny["llama_drafter"], tmp_path / "big-block", lambda c: c.update(block_size=300))
+    args = ["--target", tiny["llama"], "--drafter", big]
+    line = refused(capsys, "drafter", ["the drafter's block size 300 does not fit", "context of 512"], *args)
+    assert "max_new_tokens" not in line
+    refused(capsys, "block_size", "block size 260 does not fit", *args, "--block-size", "260")
+    decodes(capsys, *args, "--block-size", "200")
+    # a max_new_tokens that does not fit is still named so
+    refused(capsys, "max_new_tokens", "500 does not fit", *args, "--block-size", "8", "--max-new-tokens", "500")

@@ -70,6 +70,7 @@ class Engine:
     def run(self, prompt_ids: list[int], cfg: DecodeConfig | None = None, budget=None):
         """A Run over the prompt: iterate it for round records. `budget` (engine.decode.cost.Budget,
         fresh per run: budget_for(engine, cfg)) is needed when cfg asks for "auto" shifted blocks or nodes."""
+        asked_block = (cfg or DecodeConfig()).block_size  # None: the drafter's own
         cfg = validate(cfg or DecodeConfig(), self.block_size)
         if not prompt_ids:
             raise InputError("prompt", "is empty")
@@ -82,6 +83,14 @@ class Engine:
                 raise InputError("prompt", f"{len(prompt_ids)} tokens exceed the target's context "
                                  f"of {limit}")
             room = limit - len(prompt_ids) - 2 * (cfg.block_size if cfg.mode != "ar" else 1)
+            if room < 1 and cfg.mode != "ar":  # no max_new_tokens would fit: the blocks are what is too big
+                fit = (limit - len(prompt_ids) - cfg.max_new_tokens) // 2
+                whose = "the drafter's block size" if asked_block is None else "block size"
+                raise InputError("drafter" if asked_block is None else "block_size",
+                                 f"{whose} {cfg.block_size} does not fit: a round needs 2 x {cfg.block_size} "
+                                 f"positions after the prompt's {len(prompt_ids)} tokens, in a context of "
+                                 f"{limit}" + (f" (at most {fit} leaves room for {cfg.max_new_tokens} new tokens)"
+                                               if fit >= 2 else ""))
             if cfg.max_new_tokens > room:
                 raise InputError("max_new_tokens", f"{cfg.max_new_tokens} does not fit: this "
                                  f"prompt leaves room for at most {max(room, 0)} in a context of {limit}")

@@ -5,8 +5,14 @@ All model loading lives here; the decoding loop only sees loaded modules.
 from __future__ import annotations
 
 import json
+import os
+import socket
+import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable, TypeVar
+from urllib.parse import urlparse
+from urllib.request import getproxies, proxy_bypass
 
 import torch
 
@@ -17,6 +23,8 @@ from .embedded import SMOLLM2_MASK_ID, SMOLLM2_VOCAB
 DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
           "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16}
 _ABSENT = object()  # a config field that is not there (None is a value: JSON null)
+HUB_PROBE_S = 2.0  # how long the hub's host may take to accept a connection before it counts as unreachable
+T = TypeVar("T")
 
 
 @dataclass
@@ -104,6 +112,79 @@ def _looks_local(name: str) -> bool:
     return name.startswith((".", "/", "~")) or Path(name).expanduser().exists()
 
 
+def hub_unreachable(timeout: float = HUB_PROBE_S) -> str | None:
+    """Why the hub (HF_ENDPOINT, through the proxy the environment names) cannot be reached, or None when its
+    host accepts a connection within `timeout` s. Offline, transformers retries for ~30 s before failing."""
+    from huggingface_hub import constants
+
+    flag = next((v for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")  # also when set after the hub's import
+                 if os.environ.get(v, "").upper() in ("1", "ON", "YES", "TRUE")), None)
+    if flag or constants.HF_HUB_OFFLINE:
+        return f"{flag or 'HF_HUB_OFFLINE'} is set"
+    url = urlparse(constants.ENDPOINT)
+    host = url.hostname or ""
+    proxy = getproxies().get(url.scheme) if host and not proxy_bypass(host) else None
+    if proxy:  # downloads go through it: a direct connection may well be refused
+        via = urlparse(proxy if "://" in proxy else f"http://{proxy}")
+        addr = (via.hostname, via.port or 80)
+    else:
+        addr = (host, url.port or (443 if url.scheme == "https" else 80))
+    errors: list[OSError | None] = []
+
+    def probe():
+        try:
+            socket.create_connection(addr, timeout).close()
+            errors.append(None)
+        except OSError as e:
+            errors.append(e)
+
+    t = threading.Thread(target=probe, daemon=True)  # a thread: name resolution has no timeout of its own
+    t.start()
+    t.join(timeout)
+    where = f"{host} (via the proxy {addr[0]})" if proxy else host
+    if not errors:
+        return f"{where} did not answer within {timeout:g} s"
+    e = errors[0]
+    return None if e is None else f"{where} is unreachable ({e.strerror or e})"
+
+
+def load_pretrained(field: str, name: str, load: Callable[[str, bool], T]) -> T:
+    """`load(source, local_files_only)` for a folder or a hub id. A hub id is read from the HF cache first and
+    downloaded only when that misses and the hub answers, so that offline it fails at once, naming both
+    readings of the name (a folder, a hub id)."""
+    from huggingface_hub.errors import GatedRepoError, HFValidationError, RepositoryNotFoundError
+    from huggingface_hub.utils import validate_repo_id
+
+    if _looks_local(name):
+        path = Path(name).expanduser()
+        _check_folder(field, path)
+        return load(str(path), True)
+    try:
+        validate_repo_id(name)
+    except HFValidationError:  # e.g. two slashes: only a folder could be meant
+        raise InputError(field, f"there is no folder {name!r}") from None
+    try:
+        return load(name, True)
+    except InputError:
+        raise
+    except Exception as e:  # not in the cache, or only part of it (a tokenizer missing fails as a ValueError)
+        cached_error = e
+    why = hub_unreachable()
+    if why and not isinstance(cached_error, OSError):
+        raise cached_error  # in the cache but unloadable: its own reason
+    if why:
+        raise InputError(field, f"there is no folder {name!r} here, and as a hub id it is not in the Hugging "
+                                f"Face cache and {why}")
+    try:
+        return load(name, False)
+    except OSError as e:
+        cause = e.__cause__
+        if isinstance(cause, RepositoryNotFoundError) and not isinstance(cause, GatedRepoError):
+            raise InputError(field, f"there is no folder {name!r} here, and no hub model {name!r} (a private one "
+                                    f"needs `hf auth login`)") from e
+        raise
+
+
 def load_target(name: str | None, device: torch.device, dtype: torch.dtype,
                 trust_remote_code: bool = False):
     """Target model and tokenizer: 'embedded' (default), a local folder, or a hub id / HF-cache name."""
@@ -112,19 +193,16 @@ def load_target(name: str | None, device: torch.device, dtype: torch.dtype,
     from .embedded import embedded_dir
 
     name = name or "embedded"
-    if name == "embedded":
-        path = str(embedded_dir())
-    elif _looks_local(name):
-        p = Path(name).expanduser()
-        _check_folder("target", p)
-        path = str(p)
-    else:
-        path = name
+
+    def load(src: str, local: bool):
+        tok = AutoTokenizer.from_pretrained(src, trust_remote_code=trust_remote_code, local_files_only=local)
+        return tok, *AutoModelForCausalLM.from_pretrained(
+            src, dtype=dtype, attn_implementation="sdpa", trust_remote_code=trust_remote_code,
+            output_loading_info=True, local_files_only=local)
+
     try:
-        tok = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
-        model, info = AutoModelForCausalLM.from_pretrained(
-            path, dtype=dtype, attn_implementation="sdpa", trust_remote_code=trust_remote_code,
-            output_loading_info=True)
+        tok, model, info = load(str(embedded_dir()), True) if name == "embedded" else \
+            load_pretrained("target", name, load)
     except InputError:
         raise
     except Exception as e:  # hub errors, malformed configs, missing files
@@ -214,20 +292,20 @@ def load_drafter(name: str | None, target, device: torch.device, dtype: torch.dt
         return None, "none"
     if name == "random":
         return random_drafter(target).to(device=device, dtype=dtype).eval(), "random"
-    if _looks_local(name):
-        p = Path(name).expanduser()
-        _check_folder("drafter", p)
     from transformers import AutoConfig
 
     from .variants import draft_value
 
-    try:
-        cfg = AutoConfig.from_pretrained(name, trust_remote_code=trust_remote_code)
+    def load(src: str, local: bool):
+        cfg = AutoConfig.from_pretrained(src, trust_remote_code=trust_remote_code, local_files_only=local)
         ids = draft_value(cfg, "target_layer_ids", _ABSENT)
         if ids is not _ABSENT:  # before the weights: an empty or odd list would fail unnamed (on fc's shape)
             check_layer_ids(ids, target.config.num_hidden_layers)
         cls = drafter_class(cfg)
-        model, info = cls.from_pretrained(name, dtype=dtype, output_loading_info=True)
+        return cls, *cls.from_pretrained(src, dtype=dtype, output_loading_info=True, local_files_only=local)
+
+    try:
+        cls, model, info = load_pretrained("drafter", name, load)
     except InputError:
         raise
     except Exception as e:
