@@ -462,3 +462,35 @@ def test_cli_flags_out_of_the_targets_range_exit_2(tmp_path_factory, flags, fiel
     err = capsys.readouterr().err
     assert err.startswith(f"error: {field}: ") and len(err.strip().splitlines()) == 1, err
     assert not list((tmp / "data").glob("*.jsonl")) and not (tmp / "out").exists()   # before any generation
+
+
+def test_opd_loss_puts_each_row_through_the_head_once_per_side():
+    """Draft-OPD's first rejected draft is also the response stream's correction: its p_T(x) was a second pass of
+    the target's state through the 49152-wide head, after head_loss's. Head rows (V-wide matmul outputs) counted:
+    opd_accepted's argmaxes, the rejected rows' log q (with grad), head_loss's drafter and target rows; no more."""
+    from torch.overrides import TorchFunctionMode
+
+    from engine.train.variants import opd_accepted, opd_loss
+
+    class HeadRows(TorchFunctionMode):
+        rows = 0
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            if getattr(func, "__name__", "") in ("matmul", "__matmul__", "mm") and out.shape[-1] == V:
+                self.rows += out.shape[0]
+            return out
+
+    torch.manual_seed(0)
+    V, Hd, Bk, n = 12, 6, 4, 6
+    W, ht = torch.randn(V, Hd), torch.randn(n * (Bk - 1), Hd)
+    labels = (ht @ W.T).argmax(-1)
+    hd = torch.where(torch.rand(len(ht), 1) < 0.6, ht * 3, torch.randn_like(ht)).requires_grad_(True)
+    block, k = torch.arange(n).repeat_interleave(Bk - 1), torch.arange(1, Bk).repeat(n)
+    with HeadRows() as seen_acc:
+        acc = opd_accepted(hd.detach(), labels, block, k, W, 5)
+    resp, rej = (k <= acc + 1).sum().item(), (k == acc + 1).sum().item()
+    assert 0 < rej < n   # some blocks miss inside, some are accepted whole
+    with HeadRows() as seen:
+        opd_loss(hd, ht, labels, block, k, W, gamma=0.7, reject_weight=0.5, chunk=5)
+    assert seen.rows == seen_acc.rows + rej + 2 * resp

@@ -152,3 +152,29 @@ def test_more_data_and_prompts_count_each_response_once(work, capsys):
     assert train(common, "--out", str(tmp / "four"), "--steps", "1", "--prompts", "4", "--fresh") == 0
     data = json.loads((tmp / "four" / "train_log.json").read_text())["data"]
     assert data["sequences"] == sum(len(r["response_ids"]) >= 2 for r in first4) and len(first4) == 4, data
+
+
+@pytest.mark.parametrize("variant", [["--variant", "opd"], HEAD], ids=["opd", "dspark"])
+def test_variants_keep_the_init_from_drafters_block_size(work, variant, capsys):
+    """Draft-OPD and the heads train the --init-from drafter as it is: --block-size 6 on a B=4 drafter trained a B=6
+    Draft-OPD drafter (exit 0) and a head exited 2 only once the target had loaded; without the flag, both took 16
+    (Draft-OPD trained a B=16 drafter, a head exited 2). Now: refused before anything loads; absent, the drafter's."""
+    from engine.__main__ import main
+
+    tmp, common = work
+    i = common.index("--block-size")
+    no_b, out = common[:i] + common[i + 2:], tmp / f"b-{variant[1]}"
+    flags = [*variant, "--init-from", str(tmp / "base"), "--out", str(out), "--steps", "1", "--fresh"]
+    capsys.readouterr()
+    assert main(["train", *no_b, *flags, "--block-size", "6"]) == 2
+    got = capsys.readouterr()
+    assert "loaded" not in got.out and not out.exists(), got.out   # before the target loads
+    assert got.err.startswith("error: block_size: 6 ") and "block size 4 " in got.err, got.err
+    assert train(no_b, *flags) == 0
+    assert json.loads((out / "config.json").read_text())["block_size"] == 4
+    # plain DFlash may retrain a drafter at another block size: its default stays 16, as for a B=16 drafter's variants
+    shipped = str(Path(__file__).parents[1] / "assets" / "drafters" / "smollm2-135m-dflash-b16")
+    for args, b in ((["--init-from", str(tmp / "base")], 16), ([*variant, "--init-from", shipped], 16)):
+        a = C.build_parser().parse_args(no_b + args)
+        T.check_args(a)
+        assert a.block_size == b

@@ -7,12 +7,14 @@ import torch
 
 
 @torch.no_grad()
-def _head_loss_and_grad(hd, ht, labels, weights, W, kl, chunk):
+def _head_loss_and_grad(hd, ht, labels, weights, W, kl, chunk, at=None):
     """Weighted soft cross-entropy through the frozen head W, with its gradient w.r.t. the drafter rows hd,
-    chunk by chunk so that no (rows x vocab) logits are ever kept (the vocabulary is 49152 wide)."""
+    chunk by chunk so that no (rows x vocab) logits are ever kept (the vocabulary is 49152 wide). With `at`,
+    also the target's log-prob of token at[r] per row (0 where at[r] < 0), from the same target logits."""
     loss = torch.zeros((), device=hd.device, dtype=torch.float32)
     grad = torch.empty_like(hd)
     hit = torch.zeros(len(hd), dtype=torch.bool, device=hd.device)
+    logp_at = None if at is None else torch.zeros(len(hd), device=hd.device)
     for s in range(0, len(hd), chunk):
         e = min(len(hd), s + chunk)
         logp = torch.log_softmax((hd[s:e].to(W.dtype) @ W.T).float(), dim=-1)
@@ -24,16 +26,20 @@ def _head_loss_and_grad(hd, ht, labels, weights, W, kl, chunk):
         w = weights[s:e]
         loss += (-(q * logp).sum(-1) * w).sum()
         hit[s:e] = logp.argmax(-1) == t_logits.argmax(-1)  # vs the target's greedy token: the T=0 label
+        if at is not None and (sel := (at[s:e] >= 0).nonzero()[:, 0]).numel():
+            logp_at[s + sel] = torch.log_softmax(t_logits[sel], -1).gather(-1, at[s + sel, None])[:, 0]
         g = logp.exp_().sub_(q).mul_(w[:, None])            # in place: logp is not needed any more
         grad[s:e] = (g.to(W.dtype) @ W).to(grad.dtype)
-    return loss, grad, hit
+    return loss, grad, hit, logp_at
 
 
 def head_loss(hd: torch.Tensor, ht: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor, W: torch.Tensor,
-              kl: float = 1.0, chunk: int = 4096) -> tuple[torch.Tensor, torch.Tensor]:
-    """(loss with the right gradient for hd, top-1 hits vs the target's argmax per row). `weights` sum to 1."""
-    loss, grad, hit = _head_loss_and_grad(hd.detach(), ht, labels, weights, W, kl, chunk)
-    return _with_grad(hd, loss, grad), hit
+              kl: float = 1.0, chunk: int = 4096, at: torch.Tensor | None = None) -> tuple[torch.Tensor, ...]:
+    """(loss with the right gradient for hd, top-1 hits vs the target's argmax per row). `weights` sum to 1.
+    With `at` (a token id per row, -1 = none), a third item: the target's log-prob of those tokens (no second
+    pass through the 49152-wide head for a caller that needs them on these rows)."""
+    loss, grad, hit, logp_at = _head_loss_and_grad(hd.detach(), ht, labels, weights, W, kl, chunk, at)
+    return (_with_grad(hd, loss, grad), hit) + ((logp_at,) if at is not None else ())
 
 
 def _with_grad(hd: torch.Tensor, loss: torch.Tensor, grad: torch.Tensor) -> torch.Tensor:

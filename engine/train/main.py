@@ -437,7 +437,8 @@ def _add_data_args(g: argparse._ArgumentGroup) -> None:
 def _add_drafter_args(g: argparse._ArgumentGroup) -> None:
     g.add_argument("--out", default="", help="export folder (default assets/drafters/smollm2-135m-dflash-b<B>)")
     g.add_argument("--layers", type=int, default=2)
-    g.add_argument("--block-size", type=int, default=16)
+    g.add_argument("--block-size", type=int, default=None,
+                   help="default: the --init-from drafter's for --variant opd/domino/dspark, else 16")
     g.add_argument("--target-layers", default="", help="comma list of target layer ids (default: dflash's)")
     g.add_argument("--mask-id", type=int, default=MASK_ID)
     g.add_argument("--init", choices=["target", "norm", "random"], default="target",
@@ -551,14 +552,29 @@ def check_model_args(args: argparse.Namespace, config) -> None:
         raise InputError("head_topk", f"{args.head_topk} is more than the vocabulary ({vocab})")
 
 
+FIXED_B = ("opd", "domino", "dspark")   # variants that train the --init-from drafter at its own block size
+
+
+def init_block_size(args: argparse.Namespace) -> int | None:
+    """The --init-from drafter's block size (None: no drafter folder, or no block_size in its config)."""
+    cfg = Path(args.init_from) / "config.json" if args.init_from else None
+    return json.loads(cfg.read_text()).get("block_size") if cfg and cfg.is_file() else None
+
+
 def check_args(args: argparse.Namespace) -> None:
-    """Bad settings fail before the target loads, naming the option."""
+    """Bad settings fail before the target loads, naming the option. Fills in --block-size when not given."""
+    drafter_b = init_block_size(args) if args.variant in FIXED_B else None
+    if args.block_size is None:
+        args.block_size = drafter_b or 16
     for name, low in (("layers", 1), ("block_size", 2), ("anchors", 1), ("batch", 1), ("prompts", 1),
                       ("max_new_tokens", 1), ("gen_batch", 1), ("max_len", 2), ("head_topk", 0), ("negatives", 0),
                       ("loss_depth", 0), ("eval_prompts", 0), ("steps", 0), ("opd_suffix", 0), ("opd_reanchor", 0),
                       ("opd_reanchor_offsets", 1), ("opd_reanchor_depth", 1)):
         if getattr(args, name) < low:
             raise InputError(name, f"{getattr(args, name)} is below {low}")
+    if drafter_b and args.block_size != drafter_b:   # dflash may retrain at another B; these keep the drafter's
+        raise InputError("block_size", f"{args.block_size} is not the block size {drafter_b} of the --init-from "
+                         f"drafter, which --variant {args.variant} trains as it is: drop --block-size")
     if args.threads < 0:
         raise InputError("threads", f"{args.threads} is below 0 (0: torch's default)")
     if args.mask_id < 0:

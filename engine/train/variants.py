@@ -489,11 +489,20 @@ def opd_loss(hd: torch.Tensor, ht: torch.Tensor, labels: torch.Tensor, block: to
     logq = torch.log_softmax((hd[rej].to(W.dtype) @ W.T).float(), -1)
     x = logq.detach().argmax(-1)                # the drafter's greedy token there (not the label, by a's rule)
     j = k[rej] - acc[rej] - 1                   # 0: the first rejected draft, whose prefix is the target's
+    gw = gamma ** (k[rej] - 1).float() * reject_weight   # gamma^(o-1) at offset o: gamma^a at the first rejected
+    Z = (len(resp) + gw.sum()).clamp_min(1e-9)
+    # the first rejected draft's row is also the response stream's correction: p_T(x) there comes from the target
+    # logits head_loss computes for it anyway (not a second pass through the head)
+    first = (j == 0).nonzero()[:, 0]
+    at = torch.full_like(k, -1)
+    at[rej[first]] = x[first]
+    loss_r, _, lp_resp = head_loss(hd[resp], ht[resp], labels[resp], torch.ones(len(resp), device=hd.device) / Z,
+                                   W, 1.0, chunk, at=at[resp])
     with torch.no_grad():
-        first = (j == 0).nonzero()[:, 0]
         logp = torch.zeros(len(rej), device=hd.device)
-        logp[first] = torch.log_softmax((ht[rej[first]].to(W.dtype) @ W.T).float(), -1).gather(
-            -1, x[first, None])[:, 0]
+        lp = torch.zeros(len(k), device=hd.device)
+        lp[resp] = lp_resp
+        logp[first] = lp[rej[first]]
         if suffix:
             blocks, inv = block[rej].unique(return_inverse=True)
             drafts = torch.full((len(blocks), suffix + 1), -1, dtype=torch.long, device=hd.device)
@@ -502,10 +511,6 @@ def opd_loss(hd: torch.Tensor, ht: torch.Tensor, labels: torch.Tensor, block: to
             a_of[inv] = acc[rej]
             later = (j > 0).nonzero()[:, 0]
             logp[later] = suffix_logp(blocks, a_of, drafts).to(logp.device)[inv[later], j[later]]
-    gw = gamma ** (k[rej] - 1).float() * reject_weight   # gamma^(o-1) at offset o: gamma^a at the first rejected
-    Z = (len(resp) + gw.sum()).clamp_min(1e-9)
-    loss_r, _ = head_loss(hd[resp], ht[resp], labels[resp], torch.ones(len(resp), device=hd.device) / Z, W, 1.0,
-                          chunk)
     log_r = (logp - logq.gather(-1, x[:, None])[:, 0]).clamp(-20, 20)
     return loss_r + ((log_r.exp() - log_r - 1).clamp(max=10) * gw).sum() / Z, k <= acc
 
