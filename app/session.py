@@ -169,10 +169,12 @@ def export_trace(trace: dict) -> str:
 
 
 def stats_of(trace: dict | None) -> dict | None:
+    """The run's stats; tau always counted from its rounds, as the Compare replay counts it (a trace
+    written before tau counted committed tokens, or a crafted one, may say another)."""
     if not trace:
         return None
     if trace.get("stats") and trace.get("complete", True):
-        return trace["stats"]
+        return {**trace["stats"], "tau": run_stats(trace.get("rounds", []))["tau"]}
     return run_stats(trace.get("rounds", []), wall_s=trace.get("elapsed_s"))
 
 

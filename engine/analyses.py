@@ -217,7 +217,10 @@ def counterfactual(trace: dict, mode: str, rule: str, seed: int = 0) -> list[dic
 
     At T=0 the committed text is the target's greedy continuation (lossless), so a trie's accepted
     length is how far it follows what the run committed after the anchor. `cut` marks rounds where
-    the counterfactual reached the end of the run (its length is then a lower bound). `random` uses
+    the counterfactual reached the end of the run (its length is then a lower bound). `tokens` and
+    `counterfactual_tokens` count what each round commits, as tau does: the run's own, and the replay's
+    accepted drafts + the bonus, no more than the run committed from that state (its end, max_new_tokens
+    or a stop token, cuts the replayed round as it cut the run's). `random` uses
     its own seeded draws, not the engine's. A run with an auto node budget ("auto" trie nodes) is
     replayed under each round's recorded budget (budget.nodes), its trie cut in insertion order (the
     baseline first), where the run kept the best-scored nodes. Raises ValueError when the trace cannot answer.
@@ -250,8 +253,10 @@ def counterfactual(trace: dict, mode: str, rule: str, seed: int = 0) -> list[dic
                             max_nodes=round_node_cap(r, i, cap))[2]
             chain, _ = accept(trie, lambda n: committed[start + trie.depths[n]] if trie.depths[n] < left else -1)
             a2 = len(chain) - 1
-        rows.append({"round": i, "actual": int(r["accepted"]), "counterfactual": a2, "cut": a2 >= left})
-        start += len(r.get("new_tokens", []))
+        n = len(r.get("new_tokens", []))
+        rows.append({"round": i, "actual": int(r["accepted"]), "counterfactual": a2, "cut": a2 >= left,
+                     "tokens": n, "counterfactual_tokens": min(a2 + 1, left)})
+        start += n
     return rows
 
 
@@ -268,11 +273,12 @@ def round_node_cap(rnd: dict, i: int, cap: int | str | None) -> int | None:
 
 
 def counterfactual_summary(rows: list[dict]) -> dict:
-    """Totals over rounds: tau actual vs counterfactual (accepted + 1), rounds better / worse / same."""
+    """Totals over rounds: tau actual vs counterfactual (tokens committed a round, as `tau`: the run's own
+    tau for its rounds), rounds better / worse / same (accepted drafts)."""
     n = len(rows)
     diff = [r["counterfactual"] - r["actual"] for r in rows]
-    return {"rounds": n, "tau": _rate(sum(r["actual"] + 1 for r in rows), n),
-            "counterfactual_tau": _rate(sum(r["counterfactual"] + 1 for r in rows), n),
+    return {"rounds": n, "tau": _rate(sum(r["tokens"] for r in rows), n),
+            "counterfactual_tau": _rate(sum(r["counterfactual_tokens"] for r in rows), n),
             "better": sum(d > 0 for d in diff), "worse": sum(d < 0 for d in diff),
             "same": sum(d == 0 for d in diff), "extra_drafts": sum(diff), "cut": sum(r["cut"] for r in rows)}
 

@@ -468,8 +468,37 @@ def check_backbone(r: dict, w: str, lim: Limits) -> None:
         _int(b.get("token"), f"{wj}.token", 0, TOKEN_MAX)
 
 
+def _estimate(v, where: str, hi: int | None = None) -> float:
+    """A finite number from 0 (to hi); numpy floats too (the budget's estimates, in a trace still in memory)."""
+    if not (_is_int(v, 0, INT_MAX) or (isinstance(v, float) and math.isfinite(v) and v >= 0)) or \
+            (hi is not None and v > hi):
+        _fail(where, f"must be a finite number from 0{'' if hi is None else f' to {hi:,}'}, got {_show(v)}")
+    return v
+
+
+def check_budget(r: dict, w: str, lim: Limits) -> None:
+    """Optional budget (rounds of a run with an auto budget, engine/decode/cost.py): "available" offsets
+    retained (at most a path past the chain: 2 blocks) and "shifted" blocks drafted (this round's); with
+    an auto node budget also "nodes" verified (the anchor included; the trie, cut to them, holds no more),
+    "expected_tokens" (at most one a node) and "expected_ms". The replay (analyses.round_node_cap) and
+    the round's caption read them."""
+    if "budget" not in r:
+        return
+    b, w = _obj(r["budget"], f"{w}.budget"), f"{w}.budget"
+    k = _int(b.get("shifted"), f"{w}.shifted", 0, lim.block_size)
+    if k != len(r["shifted"]):
+        _fail(f"{w}.shifted", f"must be the round's shifted blocks ({len(r['shifted'])}), got {k}")
+    _int(b.get("available"), f"{w}.available", k, 2 * lim.block_size)
+    if "nodes" in b:
+        _int(b["nodes"], f"{w}.nodes", len(r["trie"]["tokens"]), lim.round_nodes)
+    if "expected_tokens" in b:
+        _estimate(b["expected_tokens"], f"{w}.expected_tokens", lim.round_nodes)
+    if "expected_ms" in b:
+        _estimate(b["expected_ms"], f"{w}.expected_ms")
+
+
 ROUND_CHECKS = (check_round_scalars, check_baseline, check_shifted, check_q, check_paths, check_trie, check_trie_facts,
-                check_accepted, check_committed, check_confidence, check_backbone)
+                check_accepted, check_committed, check_confidence, check_backbone, check_budget)
 
 
 def round_work(r: dict) -> int:

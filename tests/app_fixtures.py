@@ -56,6 +56,34 @@ def real_trace(kind: str = "llama", mode: str = "reanchor", rule: str = "earlies
                                              max_new_tokens=max_new_tokens))
 
 
+@lru_cache(maxsize=None)
+def budget_trace(mode: str = "reanchor", max_shifted: str | None = "auto", max_trie_nodes: str | None = "auto",
+                 max_new_tokens: int = 24) -> dict:
+    """A T=0 trace of a run with an auto budget: every round records the budget's choice ("budget")."""
+    from engine.decode import DecodeConfig
+    from engine.decode.cost import budget_for
+
+    eng = tiny_engine("llama", 0)
+    cfg = DecodeConfig(mode=mode, max_new_tokens=max_new_tokens, max_shifted=max_shifted,
+                       max_trie_nodes=max_trie_nodes)
+    return eng.generate("hi, j.", cfg, budget_for(eng, cfg))
+
+
+@lru_cache(maxsize=None)
+def stop_cut_trace(mode: str = "reanchor", rule: str = "earliest") -> dict:
+    """A T=0 trace that ends on a stop token mid-round: the tiny Qwen3 (seed 2, blocks of 4, sharpened
+    drafts) accepts its end of turn as a draft in the last round, and the stop drops the bonus."""
+    sys.path.insert(0, str(REPO / "tests"))
+    from engine.decode import DecodeConfig, Engine
+    from tiny import tiny_models
+
+    eng = Engine(tiny_models("qwen3", 2, block_size=4, sharpen=3.0))
+    t = eng.generate("hi, j.", DecodeConfig(mode=mode, rule=rule, max_new_tokens=64))
+    last = t["rounds"][-1]
+    assert last["new_tokens"][-1] in eng.stop_ids and len(last["new_tokens"]) < last["accepted"] + 1
+    return t
+
+
 def all_real_traces() -> list[dict]:
     """Every (mode, rule) over two tiny targets; these prompts give rounds with shifted gains."""
     out = []

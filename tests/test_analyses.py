@@ -190,10 +190,11 @@ def test_counterfactual_hand_round():
     t2 = _as_trace(make_round([20, 30, 20, 9], {1: [20, 21, 22, 23]}, truth2, rule="all"), truth2, rule="all")
     assert A.counterfactual(t2, "reanchor", "earliest")[0]["counterfactual"] == 2
     assert A.counterfactual(t2, "reanchor", "latest")[0]["counterfactual"] == 5
+    # tau counts committed tokens: the hand round's (the whole truth: 7), the replay's accepted + the bonus
     assert A.counterfactual(t2, "reanchor", "all")[0] == {"round": 0, "actual": 5, "counterfactual": 5,
-                                                          "cut": False}
+                                                          "cut": False, "tokens": 7, "counterfactual_tokens": 6}
     s = A.counterfactual_summary(A.counterfactual(t2, "reanchor", "earliest"))
-    assert (s["worse"], s["better"], s["extra_drafts"], s["tau"], s["counterfactual_tau"]) == (1, 0, -3, 6, 3)
+    assert (s["worse"], s["better"], s["extra_drafts"], s["tau"], s["counterfactual_tau"]) == (1, 0, -3, 7, 3)
 
 
 def test_counterfactual_refuses_what_a_trace_cannot_answer():
@@ -280,3 +281,28 @@ def test_tau_counts_the_tokens_each_round_commits():
             assert A.tau([run.trace()]) == pytest.approx(stats["tau"])
             cut += any(len(r["new_tokens"]) < r["accepted"] + 1 for r in run.rounds)
     assert cut, "no round was cut: the test proves little"
+
+
+def test_replay_tau_counts_the_tokens_each_round_commits():
+    """The replay's tau of the run is the run's tau (tokens committed a round) also where the run's end cut
+    its last round (max_new_tokens left no room for the bonus; a stop token dropped it), and a replayed
+    round commits no more than the run did from the same state. Replaying a run's own assembly gives its
+    tau (it counted accepted + 1: 1.6 for a run of tau 1.4)."""
+    from app_fixtures import real_trace, stop_cut_trace
+
+    ends = {"max_new_tokens": real_trace("llama", "reanchor", "earliest", "hi, j.", 8),
+            "stop token": stop_cut_trace("reanchor", "earliest")}
+    for end, t in ends.items():
+        last = t["rounds"][-1]
+        assert len(last["new_tokens"]) < last["accepted"] + 1, end  # the run's end cut its last round
+        for mode in ("reanchor", "dflash", "in-block"):
+            rows = A.counterfactual(t, mode, "earliest")
+            s = A.counterfactual_summary(rows)
+            assert s["tau"] == t["stats"]["tau"] == A.tau(t), (end, mode, s)
+            left = len(t["output_ids"]) - 1
+            for row, r in zip(rows, t["rounds"]):
+                assert row["tokens"] == len(r["new_tokens"])
+                assert row["counterfactual_tokens"] == min(row["counterfactual"] + 1, left), (end, mode, row)
+                left -= len(r["new_tokens"])
+        own = A.counterfactual_summary(A.counterfactual(t, "reanchor", "earliest"))
+        assert own["counterfactual_tau"] == own["tau"] and own["same"] == own["rounds"], (end, own)

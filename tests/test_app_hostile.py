@@ -111,14 +111,14 @@ def test_work_is_bounded_with_a_clear_message():
 
 def test_optional_fields_are_tolerated():
     """Fields others add (per drafted token q, per node probability / rank / score / source block,
-    backbone tokens, a chosen budget) pass validation and the views ignore them."""
+    backbone tokens, a budget's own reasons) pass validation and the views ignore them."""
     t = base_trace()
     for r in t["rounds"]:
         n = len(r["trie"]["tokens"])
         r["baseline_q"] = [0.5] * (r["block_size"] - 1)
         r["trie"].update(prob=[0.1] * n, rank=[0] * n, score=[1.0] * n, block=[0] * n, source_block=[0] * n)
         r["backbone_tokens"] = r["baseline"][:]
-        r["budget"] = {"k": 2, "nodes": 64, "why": "cost model"}
+        r["budget"] = {"available": len(r["shifted"]), "shifted": len(r["shifted"]), "nodes": n, "why": "cost model"}
         for b in r["shifted"]:
             b["q"] = [0.25] * (len(b["tokens"]) - 1)
     t["config"]["drafter_kind"] = "sequential"

@@ -23,6 +23,7 @@ import pytest
 
 from app import analysis, callbacks, session, views
 from app_fixtures import free_port, launched_tiny_app
+from engine import analyses
 from engine.trace import TraceError, parse_trace, validate_trace
 
 
@@ -244,6 +245,128 @@ def test_the_text_view_of_a_dense_trace_is_a_window_that_follows_the_round():
     assert short.count("data-k=") == 25 and "earlier tokens" not in short
 
 
+# -- a round's budget ------------------------------------------------------------------------------
+
+BUDGET_RUNS = [("dflash", None, "auto"), ("reanchor", "auto", None), ("reanchor", "auto", "auto"),
+               ("in-block", "auto", "auto"), ("ddtree", None, "auto"), ("reanchor-tree", "auto", "auto")]
+
+
+def test_real_budgets_load_in_every_mode(tmp_path):
+    """What the engine writes in "budget" (an auto budget, in every mode that has one) passes: loaded from
+    its file, and saved from memory (the budget's estimates are numpy floats there)."""
+    from app_fixtures import budget_trace
+    from engine.trace import load_trace, save_trace
+
+    for mode, k, nodes in BUDGET_RUNS:
+        t = budget_trace(mode, k, nodes)
+        assert t["rounds"] and all("budget" in r for r in t["rounds"]), mode
+        assert all(("nodes" in r["budget"]) == (nodes == "auto") for r in t["rounds"]), mode
+        save_trace(tmp_path / "t.json", t)
+        assert load_trace(tmp_path / "t.json")["rounds"][-1]["budget"] == json.loads(json.dumps(t["rounds"][-1]["budget"]))
+
+
+def _budget(**change):
+    def apply(b):
+        b.update(change)
+        return b
+    return apply
+
+
+def _budget_without(key):
+    return lambda b: {k: v for k, v in b.items() if k != key}
+
+
+# (name, a change to round 1's real budget, the field the message names)
+BAD_BUDGETS = [
+    ("a string", lambda b: "x", "rounds[1].budget: must be an object, got 'x'"),
+    ("a number", lambda b: -3, "rounds[1].budget: must be an object, got -3"),
+    ("a list", lambda b: [1, 2], "rounds[1].budget: must be an object, got a list of 2"),
+    ("null", lambda b: None, "rounds[1].budget: must be an object, got null"),
+    ("no shifted", _budget_without("shifted"), "rounds[1].budget.shifted: must be a whole number from 0 to 128, got null"),
+    ("shifted a string", _budget(shifted="3"), "rounds[1].budget.shifted: must be a whole number"),
+    ("shifted not the round's", _budget(shifted=0), "rounds[1].budget.shifted: must be the round's shifted blocks"),
+    ("available negative", _budget(available=-1), "rounds[1].budget.available: must be a whole number from"),
+    ("available huge", _budget(available=10**15), "rounds[1].budget.available: must be a whole number from"),
+    ("available a float", _budget(available=7.0), "rounds[1].budget.available: must be a whole number from"),
+    ("available an object", _budget(available={"n": 7}), "rounds[1].budget.available: must be a whole number from"),
+    ("nodes 0", _budget(nodes=0), "rounds[1].budget.nodes: must be a whole number from"),
+    ("nodes huge", _budget(nodes=2**40), "rounds[1].budget.nodes: must be a whole number from"),
+    ("nodes past 64 bits", _budget(nodes=10**30), "rounds[1].budget.nodes: must be a whole number from"),
+    ("nodes an object", _budget(nodes={"a": 1}), "rounds[1].budget.nodes: must be a whole number from"),
+    ("nodes true", _budget(nodes=True), "rounds[1].budget.nodes: must be a whole number from"),
+    ("nodes fewer than the trie's", _budget(nodes=1), "rounds[1].budget.nodes: must be a whole number from"),
+    ("expected_tokens a string", _budget(expected_tokens="many"), "rounds[1].budget.expected_tokens: must be a finite"),
+    ("expected_tokens huge", _budget(expected_tokens=1e300), "rounds[1].budget.expected_tokens: must be a finite"),
+    ("expected_ms negative", _budget(expected_ms=-1.0), "rounds[1].budget.expected_ms: must be a finite number from 0"),
+    ("expected_ms a list", _budget(expected_ms=[1.0]), "rounds[1].budget.expected_ms: must be a finite number from 0"),
+]
+
+
+@pytest.mark.parametrize("name,change,message", BAD_BUDGETS, ids=[c[0] for c in BAD_BUDGETS])
+def test_bad_budgets_are_refused_naming_the_field(name, change, message):
+    """A crafted round budget of the wrong type, shape or range is refused naming the field (it loaded:
+    the replay and the round's caption read it)."""
+    from app_fixtures import budget_trace
+
+    t = copy.deepcopy(budget_trace("reanchor", "auto", "auto"))
+    assert len(t["rounds"][1]["trie"]["tokens"]) > 1
+    t["rounds"][1]["budget"] = change(json.loads(json.dumps(t["rounds"][1]["budget"])))
+    with pytest.raises(TraceError, match=f"^{re.escape(message)}"):
+        parse_trace(json.dumps(t).encode())
+
+
+def test_a_budget_nan_or_infinite_in_memory_is_refused():
+    """JSON has no NaN (the parser refuses it); a trace in memory (save_trace) is checked alike."""
+    from app_fixtures import budget_trace
+
+    for key in ("expected_tokens", "expected_ms"):
+        for v in (float("nan"), float("inf")):
+            t = copy.deepcopy(budget_trace("reanchor", "auto", "auto"))
+            t["rounds"][1]["budget"][key] = v
+            with pytest.raises(TraceError, match=rf"^rounds\[1\]\.budget\.{key}: must be a finite number"):
+                validate_trace(t)
+
+
+def test_check_trace_names_a_bad_budget(tmp_path, capsys):
+    """The command line's check-trace (as the bench's resume and the app load) exits 2 naming the field."""
+    from app_fixtures import budget_trace
+    from engine.__main__ import main
+
+    t = copy.deepcopy(budget_trace("ddtree", None, "auto"))
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps(t))
+    assert main(["check-trace", str(p)]) == 0
+    t["rounds"][2]["budget"]["nodes"] = "auto"
+    p.write_text(json.dumps(t))
+    assert main(["check-trace", str(p)]) == 2
+    assert f"{p}: rounds[2].budget.nodes: must be a whole number" in capsys.readouterr().err
+
+
+# -- the Compare table's tau -----------------------------------------------------------------------
+
+def test_compare_tau_of_the_run_is_the_metrics_tau():
+    """Compare's "τ of the run" is the τ the metrics show, for runs whose end cut their last round
+    (max_new_tokens; a stop token) and for the shipped example whose stats predate that count (1.33 in
+    its file; 1.3125 counted from its rounds). It counted accepted + 1 a round: 1.60 beside 1.40."""
+    from app_fixtures import real_trace, stop_cut_trace
+    from engine.trace import load_trace
+
+    example = load_trace(session.TRACES_DIR / "chat-focus-reanchor.json")
+    runs = [real_trace("llama", "reanchor", "earliest", "hi, j.", 8), stop_cut_trace("in-block", "earliest"),
+            example]
+    for a, b in zip(runs, runs[1:] + runs[:1]):
+        st = session.new_state()
+        st["trace"], st["compare"] = a, b
+        b_metrics, _, a_metrics, _, _, _, totals, table = views.compare_views(st)
+        an, bn = views.run_name(a), views.run_name(b)
+        a_tau, b_tau = totals[f"{bn} on this run's rounds"]["tau"], totals[f"{an} on the comparison's rounds"]["tau"]
+        assert a_tau == session.stats_of(a)["tau"] == analyses.tau(a), (an, a_tau)
+        assert b_tau == session.stats_of(b)["tau"] == analyses.tau(b), (bn, b_tau)
+        assert f"τ <b>{a_tau:.2f}</b>" in a_metrics and f"τ <b>{b_tau:.2f}</b>" in b_metrics
+        assert f"<th>τ of the run</th><td>{a_tau:.2f}</td><td>{b_tau:.2f}</td>" in table
+    assert example["stats"]["tau"] == pytest.approx(4 / 3) and analyses.tau(example) == 1.3125
+
+
 # -- against the launched app ----------------------------------------------------------------------
 
 gradio_client = pytest.importorskip("gradio_client")
@@ -274,11 +397,14 @@ def test_bad_uploads_name_the_field_and_keep_the_session(app, tmp_path):
     surrogate["token_texts"]["5"] = "a\ud800b"
     live = chain_trace(2)
     live.update(complete=False, elapsed_s="soon")
+    bad_budget = chain_trace(2)
+    bad_budget["rounds"][1]["budget"] = {"available": 0, "shifted": 0, "nodes": {"n": 8}}
     cases = [("surrogate", json.dumps(surrogate).encode(), r"token_texts\['5'\]: is not valid Unicode text"),
              ("live keys", json.dumps(live).encode(), "elapsed_s: must be a finite number, got 'soon'"),
              ("long text", json.dumps(chain_trace(2, token_text="A" * 300_000)).encode(),
               r"token_texts\['5'\]: holds 300,000 characters"),
-             ("quotes", UNCLOSED, r"trace: not valid JSON \(Unterminated string")]
+             ("quotes", UNCLOSED, r"trace: not valid JSON \(Unterminated string"),
+             ("budget", json.dumps(bad_budget).encode(), r"rounds\[1\]\.budget\.nodes: must be a whole number")]
     for name, data, message in cases:
         p = tmp_path / f"{name}.json"
         p.write_bytes(data)
