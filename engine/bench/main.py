@@ -303,24 +303,26 @@ def aggregate(done: dict[str, list[tuple[str, dict[str, dict[str, dict]]]]], tod
         first = items[0][1][drafters[0]]
         ar = "ar" in first and [t[drafters[0]]["ar"] for _, t in items]
         an[set_name] = {}
+        for v in todo:   # the paper's analyses: the first drafter's runs
+            trs = [t[drafters[0]][v.label] for _, t in items]
+            pooled.setdefault(v.label, []).extend(trs)
+            an[set_name][v.label] = A.summarize(trs)
         for d in drafters:
             row = {v.label: _run_row(set_name, v, [t[d][v.label] for _, t in items], temperature, ar)
                    for v in todo if v.label in items[0][1][d]}
             for label, r in row.items():
                 dfl = row.get("dflash" if r["acceptance"] == "speculative" else f"dflash-{r['acceptance']}")
                 r["drafter"] = d
-                if r["mode"] != "ar":   # per drafter, for Table 3: the paper's analyses read the first one only
+                if r["mode"] != "ar":   # per drafter, for Table 3 (the first one's: its summary, not again)
+                    s = an[set_name][label] if d == drafters[0] else None
                     trs = [t[d][label] for _, t in items]
-                    r["post_rejection_agreement"] = A.post_rejection_agreement(trs)["rate"]
-                    g = A.gain_by_offset(trs)
+                    r["post_rejection_agreement"] = (s["post_rejection_agreement"] if s
+                                                     else A.post_rejection_agreement(trs))["rate"]
+                    g = s["gain_by_offset"] if s else A.gain_by_offset(trs)
                     r.update({k: g[k] for k in ("extra_per_round", "gained_share", "per_gained_round")})
                 r["tau_vs_dflash"] = _ratio(r["tau"], dfl and dfl["tau"])
                 r["speed_vs_dflash"] = _ratio(r["tokens_per_s"], dfl and dfl["tokens_per_s"])
             runs += row.values()
-        for v in todo:
-            trs = [t[drafters[0]][v.label] for _, t in items]
-            pooled.setdefault(v.label, []).extend(trs)
-            an[set_name][v.label] = A.summarize(trs)
     an["all"] = {label: A.summarize(trs) for label, trs in pooled.items()}
     return {"runs": runs, "analyses": an, "config": config}
 
