@@ -7,7 +7,6 @@ from __future__ import annotations
 from typing import Any
 
 from engine.analyses import baseline_accepted, round_gain
-from engine.trace import token_sources
 
 Round = dict[str, Any]
 

@@ -4,15 +4,14 @@ serves its own target, each response once. Tiny folder target, CPU, seconds."""
 from __future__ import annotations
 
 import json
-import shutil
 import sys
 from pathlib import Path
 
 import pytest
 import torch
 
-from engine.errors import InputError
 from engine.train import cli as C
+from engine.train.flags import check_args
 from engine.train import main as T
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -176,5 +175,5 @@ def test_variants_keep_the_init_from_drafters_block_size(work, variant, capsys):
     shipped = str(Path(__file__).parents[1] / "assets" / "drafters" / "smollm2-135m-dflash-b16")
     for args, b in ((["--init-from", str(tmp / "base")], 16), ([*variant, "--init-from", shipped], 16)):
         a = C.build_parser().parse_args(no_b + args)
-        T.check_args(a)
+        check_args(a)
         assert a.block_size == b

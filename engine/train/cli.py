@@ -1,4 +1,4 @@
-"""`python -m engine train`: the flags (main.add_args) and the run, with the trainer of --variant
+"""`python -m engine train`: the flags (flags.py) and the run, with the trainer of --variant
 (main.Trainer for DFlash itself, variants.py for Domino, DSpark and Draft-OPD)."""
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from ..errors import InputError
+from . import flags
 from . import main as M
 from .data import log
 
@@ -14,7 +15,7 @@ def add_train_args(subparsers) -> argparse.ArgumentParser:
     """`python -m engine train ...`: the lead's CLI adds this subcommand."""
     p = subparsers.add_parser("train", help="generate data with the target and train a DFlash drafter or a variant",
                               description=M.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    M.add_args(p)
+    flags.add_args(p)
     p.set_defaults(func=main)
     return p
 
@@ -22,7 +23,7 @@ def add_train_args(subparsers) -> argparse.ArgumentParser:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m engine train", description=M.__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    M.add_args(p)
+    flags.add_args(p)
     return p
 
 
@@ -34,7 +35,7 @@ def trainer_class(variant: str):
 
 def main(args: argparse.Namespace) -> int:
     """`python -m engine train`: 0 when done (or after --gen-only / --eval-only), 1 with no training data."""
-    M.check_args(args)
+    flags.check_args(args)
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()  # "Writing model shards" on every export would flood the log

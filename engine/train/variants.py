@@ -67,8 +67,9 @@ from ..models.variants import draft_value, variant_config, variant_name
 from ..paths import DRAFTERS
 from .data import log
 from .loss import head_loss, negatives
+from .flags import model_id
 from .main import (Trainer, draft_forward, draft_matches, eval_tau, folder_state, frozen_head, lineage_of, make_batch,
-                   model_id, rollout, target_states)
+                   rollout, target_states)
 
 DEFAULT_TOPK = 16
 SEQS_PER_FILE = 64   # training sequences per head-rows cache file
