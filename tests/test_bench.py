@@ -264,3 +264,125 @@ def test_table3_diagnostics_are_each_drafters_own():
     md = "\n".join(table3(Results(res)))
     assert all(f"| {d} | s |" in md and f"{100 * a:.1f}%" in md and f"{100 * g:.1f}%" in md
                for d, (a, _, g) in want.items())
+
+
+# -- defects found in review: each test is red without its fix --------------------------------------
+
+def _bench_args(*argv: str) -> argparse.Namespace:
+    p = argparse.ArgumentParser()
+    bench.add_bench_args(p.add_subparsers())
+    return p.parse_args(["bench", *argv])
+
+
+def _asset_traces() -> list[dict]:
+    return [json.loads(f.read_text()) for f in sorted((ROOT / "assets" / "traces").glob("*.json"))]
+
+
+def _results(todo, traces_by_drafter: dict[str, dict[str, dict]], **cfg) -> dict:
+    """aggregate over one set and prompt, with the config keys the report's header reads."""
+    config = {**dict(target_name="t", drafter_name="d", device_used="cpu", dtype_used="float32", temperature=0.0,
+                     seed=0, max_new_tokens=16, date="today", block_size=8), **cfg}
+    return bench.aggregate({"s": [("p0", traces_by_drafter)]}, todo, config["temperature"], config)
+
+
+def test_plan_default_sets_and_set_names(tmp_path):
+    """No --sets means every set (the help says so; it exited 2 'no prompt set chosen'); a --prompts file may not
+    take the name of a --sets set (it replaced that set's prompts under its name) nor of "all" (the pooled
+    analyses); two ids naming one trace file are refused (one trace overwrote the other)."""
+    _, sets_ = bench.plan(_bench_args("--n", "1", "--out", str(tmp_path)))
+    assert list(sets_) == list(sets.SETS)
+    (tmp_path / "math.jsonl").write_text('{"id": "a", "prompt": "x"}\n')
+    with pytest.raises(InputError, match="prompts"):
+        bench.plan(_bench_args("--sets", "math", "--prompts", str(tmp_path / "math.jsonl"), "--out", str(tmp_path)))
+    (tmp_path / "all.jsonl").write_text('{"id": "a", "prompt": "x"}\n')
+    with pytest.raises(InputError, match="prompts"):
+        bench.plan(_bench_args("--prompts", str(tmp_path / "all.jsonl"), "--out", str(tmp_path)))
+    (tmp_path / "ids.jsonl").write_text('{"id": "p/1", "prompt": "x"}\n{"id": "p_1", "prompt": "y"}\n')
+    with pytest.raises(InputError, match="same trace file"):
+        bench.plan(_bench_args("--prompts", str(tmp_path / "ids.jsonl"), "--out", str(tmp_path)))
+
+
+def test_out_naming_a_file_exits_2(tmp_path, capsys):
+    """--out naming an existing file: exit 2 naming --out (it was a FileExistsError traceback, exit 1)."""
+    from engine.__main__ import main
+
+    f = tmp_path / "file"
+    f.write_text("")
+    assert main(["bench", "--prompts", str(f), "--out", str(f)]) == 2
+    assert capsys.readouterr().err.strip().startswith("error: out:")
+
+
+def test_drafter_named_twice_runs_once(tmp_path, monkeypatch):
+    """One drafter folder named twice (relative and absolute) is one drafter, as an exact repeat is: it ran twice,
+    and Table 3 showed it twice (as `x` and `x'`)."""
+    (tmp_path / "dr").mkdir()
+    monkeypatch.chdir(tmp_path)
+    assert bench.parse_drafters(f"dr,{tmp_path / 'dr'},hub/x,hub/x") == ["dr", "hub/x"]
+
+
+def test_report_budget_curve_of_match_variants(tmp_path):
+    """--tree-nodes with --acceptance speculative,match: MODE@N-match labels crashed the report (int('8-match')),
+    after the whole run, leaving no report.md; each acceptance rule now has its own curve."""
+    from engine.bench.report import write_report
+
+    t = _asset_traces()[0]
+    todo = bench.variants(["ar", "dflash", "ddtree"], ["earliest"], None, None, [8], ["speculative", "match"])
+    md = write_report(_results(todo, {"d": {v.label: t for v in todo}}, temperature=1.0), tmp_path)
+    assert "| ddtree | 8 |" in md and "| ddtree-match | 8 |" in md and (tmp_path / "budget_curve.html").exists()
+
+
+def test_report_table6_fixed_offset_from_rules_fixed(tmp_path):
+    """Table 6 from `--modes dflash,reanchor --rules fixed,earliest`: the fixed-offset row reads reanchor-fixed (the
+    same assembly as shifted-fixed); it was left out of the table."""
+    from engine.bench.report import Results, table6
+
+    a, b = _asset_traces()[:2]
+    todo = bench.variants(["dflash", "reanchor"], ["fixed", "earliest"], None)
+    R = Results(_results(todo, {"d": {"dflash": a, "reanchor-fixed": a, "reanchor": b}}))
+    md = "\n".join(table6(R))
+    assert f"| fixed-offset | {R.get('s', 'reanchor-fixed', 'tau'):.2f} | – |" in md and "| earliest |" in md
+
+
+def test_report_table3_without_ar(tmp_path):
+    """--drafters without `ar` in --modes: Table 3's speed change is the ratio of tokens/s (it read '–'), and a
+    missing speedup reads '–', not '–x'."""
+    from engine.bench.report import Results, table3
+
+    a, b = _asset_traces()[:2]
+    todo = bench.variants(["dflash", "reanchor"], ["earliest"], None)
+    R = Results(_results(todo, {d: {"dflash": a, "reanchor": b} for d in ("d0", "d1")}))
+    tps = lambda t: t["stats"]["new_tokens"] / t["stats"]["wall_s"]  # noqa: E731
+    md = "\n".join(table3(R))
+    assert md.count(f"| {100 * (tps(b) / tps(a) - 1):.1f}% |") == 4 and "–x" not in md
+
+
+def test_no_prompt_finished_replaces_an_old_report(tmp_path):
+    """Rerun into a folder, every prompt skipped (or Ctrl-C before one finished): report.md said what the earlier
+    run measured while results.json held no runs."""
+    (tmp_path / "report.md").write_text("# old tables\n")
+    bench.write_results(tmp_path, {"runs": [], "analyses": {}, "config": {
+        "skipped": [{"set": "s", "id": "p", "error": "prompt: too long"}]}})
+    md = (tmp_path / "report.md").read_text()
+    assert "old tables" not in md and "No prompt finished (1 skipped: prompt: too long)" in md
+
+
+def test_header_block_size_is_the_drafted_one():
+    """results' block_size (the report's B=) is the block drafted: --max-new-tokens cuts it, as the traces record;
+    it said --block-size 100 (or the drafter's 8) where 16-token blocks were drafted."""
+    import torch
+    from types import SimpleNamespace as NS
+
+    m = NS(target_name="t", drafter_name="d", device=torch.device("cpu"), dtype=torch.float32)
+    eng = NS(models=m, block_size=8)
+    info = lambda b, n: bench.engine_info(eng, NS(block_size=b, max_new_tokens=n))["block_size"]  # noqa: E731
+    assert (info(100, 16), info(None, 4), info(None, 128), info(4, 128)) == (16, 4, 8, 4)
+
+
+def test_tree_nodes_without_a_tree_mode_exits_2(tmp_path):
+    """--tree-nodes without a tree mode in --modes: refused, naming the flag (it was dropped silently: no MODE@N
+    runs, no budget curve)."""
+    with pytest.raises(InputError, match="tree_nodes"):
+        bench.plan(_bench_args("--modes", "ar,dflash", "--tree-nodes", "8", "--out", str(tmp_path)))
+    todo, _ = bench.plan(_bench_args("--modes", "ddtree,reanchor", "--rules", "all", "--tree-nodes", "8", "--n", "1",
+                                     "--sets", "math", "--out", str(tmp_path)))
+    assert [v.label for v in todo] == ["ddtree", "reanchor-all", "ddtree@8"]

@@ -7,7 +7,8 @@ prompt: each mode), after a warm-up, so slow drifts of the machine hit all modes
 the engine's own (`stats.wall_s`: prefill + rounds, synchronised on CUDA; model loading and
 tokenisation excluded). Ctrl-C stops after writing the results of the prompts every mode finished.
 Writes DIR/results.json, DIR/report.md (tables shaped like the paper's), DIR/fig2_acceptance.html
-and, with --traces, DIR/traces/<set>/<label>/<prompt id>.json.
+and, with --traces, DIR/traces/<set>/<label>/<prompt id>.json (with several --drafters:
+DIR/drafters/<drafter>/traces/...).
 """
 from __future__ import annotations
 
@@ -95,11 +96,14 @@ def _safe(name: str) -> str:
 
 def plan(args) -> tuple[list[Variant], dict[str, list[dict]]]:
     """What to run: the variants (deduplicated by label) and the prompts of each set."""
-    set_names = parse_csv(args.sets, SETS, "sets") if args.sets or not args.prompts else []
+    # no --sets: every set, or none beside --prompts (parse_csv reads None as an empty list)
+    set_names = parse_csv(args.sets, SETS, "sets") if args.sets is not None else [] if args.prompts else list(SETS)
     modes = parse_csv(args.modes, ENGINE_MODES + AUTO_MODES + RULE_MODES, "modes")
     rules = parse_csv(args.rules, RULES, "rules") or ["earliest"]
     accs = parse_csv(args.acceptance, ACCEPTANCE, "acceptance") or ["speculative"]
     sweep = [to_int(x, "tree_nodes", lo=1) for x in (args.tree_nodes or "").split(",") if x.strip()]
+    if sweep and not set(modes) & set(TREE_MODES):  # else no MODE@N would run, and no curve, without a word
+        raise InputError("tree_nodes", f"needs a tree mode in --modes ({', '.join(TREE_MODES)})")
     todo = list({v.label: v for v in variants(modes, rules, parse_max_shifted(args.max_shifted),
                                               parse_max_trie_nodes(args.max_trie_nodes), sweep, accs)}.values())
     if not todo:
@@ -107,9 +111,18 @@ def plan(args) -> tuple[list[Variant], dict[str, list[dict]]]:
     sets = {s: sample_prompts(load_set(s), args.n, args.seed) for s in set_names}
     if args.prompts:
         p = Path(args.prompts)
-        sets[_safe(p.stem)] = sample_prompts(read_jsonl(p), args.n, args.seed)
+        name = _safe(p.stem)  # the set's name in results: it must not replace a --sets set, nor "all" (pooled)
+        if name in sets or name == "all":
+            what = "the pooled analyses" if name == "all" else "a set of --sets"
+            raise InputError("prompts", f"{p.name} would be the set {name!r}, {what}: rename the file")
+        sets[name] = sample_prompts(read_jsonl(p), args.n, args.seed)
     if not sets:
         raise InputError("sets", "no prompt set chosen")
+    for name, ps in sets.items():  # ids name the trace files: two ids must not name one file
+        files = [_safe(q["id"]) for q in ps]
+        if len(set(files)) < len(files):
+            same = sorted(q["id"] for q in ps if files.count(_safe(q["id"])) > 1)
+            raise InputError("prompts", f"set {name!r}: ids {', '.join(map(repr, same[:4]))} name the same trace file")
     return todo, sets
 
 
@@ -225,10 +238,14 @@ def load_engines(args) -> dict:
 
 
 def parse_drafters(value: str) -> list[str]:
+    """Drafter names, each once: a folder named twice (e.g. relative and absolute) would run twice."""
     names = [v.strip() for v in value.split(",") if v.strip()]
     if not names:
         raise InputError("drafters", "names no drafter")
-    return list(dict.fromkeys(names))
+    first: dict = {}
+    for n in names:
+        first.setdefault(Path(n).expanduser().resolve() if Path(n).expanduser().exists() else n, n)
+    return list(first.values())
 
 
 def drafter_label(name: str) -> str:
@@ -239,8 +256,11 @@ def drafter_label(name: str) -> str:
 def engine_info(eng, args) -> dict:
     """What was loaded, on what hardware (results' config; a sweep's workers report it too)."""
     m = eng.models
+    # the blocks drafted: never longer than --max-new-tokens (as the traces' config.block_size says)
+    block = args.block_size or eng.block_size
+    block = block and min(block, args.max_new_tokens)
     return dict(target_name=m.target_name, drafter_name=m.drafter_name, device_used=str(m.device),
-                dtype_used=str(m.dtype).replace("torch.", ""), block_size=args.block_size or eng.block_size,
+                dtype_used=str(m.dtype).replace("torch.", ""), block_size=block,
                 hardware=_hardware(m.device), torch=_torch_version())
 
 
@@ -395,7 +415,10 @@ def start_out(args) -> Path:
     if args.n is not None and args.n < 1:
         raise InputError("n", f"must be at least 1, got {args.n}")
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:  # a file of that name, no permission: exit 2 naming the flag, not a traceback
+        raise InputError("out", f"cannot make the folder {out}: {e.strerror or e}") from None
     return out
 
 
@@ -407,5 +430,9 @@ def write_results(out: Path, results: dict) -> None:
     if results["runs"]:
         write_report(results, out)
         print(f"wrote {out / 'results.json'} and {out / 'report.md'}", file=sys.stderr)
-    else:
+    else:  # a report.md of an earlier run in this folder would contradict results.json
+        skipped = results["config"].get("skipped") or []
+        (out / "report.md").write_text("# ReAnchor benchmark\n\nNo prompt finished"
+                                       + (f" ({len(skipped)} skipped: {skipped[0]['error']})" if skipped else "")
+                                       + ": no tables.\n", encoding="utf-8")
         print(f"no prompt finished; wrote {out / 'results.json'}", file=sys.stderr)

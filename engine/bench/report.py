@@ -2,11 +2,17 @@
 budget's, each a function of the results; Figure 2 as a self-contained HTML file."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 
 def _f(x, fmt="{:.2f}", none="–") -> str:
     return none if x is None else fmt.format(x)
+
+
+def _x(x) -> str:
+    """A ratio: '1.23x', or '–' without its unit when there is none (no `ar` run, say)."""
+    return _f(x, "{:.2f}x")
 
 
 def _pct(x) -> str:
@@ -84,9 +90,9 @@ def header(R: Results) -> list[str]:
 def table2(R: Results) -> list[str]:
     L = R.labels
     return ["\n## Table 2: tau / speedup per set and mode\n",
-            _table(["set"] + L, [[s] + [f"{_f(R.get(s, l, 'tau'))} / {_f(R.get(s, l, 'speedup_vs_ar'))}x"
+            _table(["set"] + L, [[s] + [f"{_f(R.get(s, l, 'tau'))} / {_x(R.get(s, l, 'speedup_vs_ar'))}"
                                         for l in L] for s in R.sets] +
-                   [["mean"] + [f"{_f(R.mean(l, 'tau'))} / {_f(R.mean(l, 'speedup_vs_ar'))}x" for l in L]]),
+                   [["mean"] + [f"{_f(R.mean(l, 'tau'))} / {_x(R.mean(l, 'speedup_vs_ar'))}" for l in L]]),
             "\n### Tokens/s and losslessness\n",
             _table(["set"] + L, [[s] + [f"{_f(R.get(s, l, 'tokens_per_s'), '{:.1f}')} ({_pct(R.get(s, l, 'lossless'))})"
                                         for l in L] for s in R.sets])]
@@ -113,7 +119,7 @@ def tables_4_7(R: Results) -> list[str]:
                _table(["set", "dflash tau"] + parts,
                       [[s, _f(R.get(s, "dflash", "tau"))] +
                        [f"{_f(_diff(R.get(s, l, 'tau'), R.get(s, 'dflash', 'tau')), '{:+.2f}')} / "
-                        f"{_f(R.get(s, l, 'speed_vs_dflash'))}x" for l in parts] for s in R.sets])]
+                        f"{_x(R.get(s, l, 'speed_vs_dflash'))}" for l in parts] for s in R.sets])]
     steps = R.having("dflash", "shifted-fixed", "reanchor")
     if len(steps) > 1:
         md += ["\n## Table 7: cumulative ablation (tau)\n",
@@ -134,14 +140,15 @@ def table5(R: Results) -> list[str]:
 
 
 def table6(R: Results) -> list[str]:
-    rules = [(r, l) for r, l in (("fixed-offset", "shifted-fixed"), ("earliest", "reanchor"),
+    # fixed-offset: the shifted-fixed mode, or reanchor under --rules fixed (the same assembly)
+    rules = [(r, l) for r, l in (("fixed-offset", R.first("shifted-fixed", "reanchor-fixed")), ("earliest", "reanchor"),
                                  ("random", "reanchor-random"), ("longest prefix", "reanchor-latest"),
                                  ("all sites", "reanchor-all")) if l in R.labels]
     if len(rules) < 2:
         return []
     return ["\n## Table 6: attachment rule (mean over sets)\n",
             _table(["rule", "tau", "speedup"],
-                   [[r, _f(R.mean(l, "tau")), _f(R.mean(l, "speedup_vs_ar")) + "x"] for r, l in rules])]
+                   [[r, _f(R.mean(l, "tau")), _x(R.mean(l, "speedup_vs_ar"))] for r, l in rules])]
 
 
 def table8(R: Results) -> list[str]:
@@ -201,7 +208,7 @@ def budget_tables(R: Results) -> list[str]:
         md += ["\n## Cost budget: ReAnchor unbounded (paper) vs auto (cost model)\n",
                _table(["set"] + [f"{l} tau / tok/s / speedup" for l in cmp],
                       [[s] + [f"{_f(R.get(s, l, 'tau'))} / {_f(R.get(s, l, 'tokens_per_s'), '{:.1f}')} / "
-                              f"{_f(R.get(s, l, 'speedup_vs_ar'))}x" for l in cmp] for s in R.sets]),
+                              f"{_x(R.get(s, l, 'speedup_vs_ar'))}" for l in cmp] for s in R.sets]),
                "\nWork per round (pooled over sets): shifted blocks drafted of those available, "
                "trie nodes verified, draft and verify time.\n",
                _table(["mode", "shifted drafted / available", "trie nodes", "draft ms", "verify ms"],
@@ -228,8 +235,10 @@ def table3(R: Results) -> list[str]:
             return _mean((by.get((d, x, label)) or {}).get(key) for x in R.sets)
         t0, t1 = get("dflash", "tau"), get("reanchor", "tau")
         v0, v1 = get("dflash", "speedup_vs_ar"), get("reanchor", "speedup_vs_ar")
-        return [_f(t0), _f(t1), _pct(t1 / t0 - 1 if t0 and t1 else None), _f(v0) + "x", _f(v1) + "x",
-                _pct(v1 / v0 - 1 if v0 and v1 else None), _pct(get("dflash", "post_rejection_agreement")),
+        # the speed change needs no `ar`: over the same prompts it is the ratio of tokens/s
+        s0, s1 = (v0, v1) if v0 and v1 else (get("dflash", "tokens_per_s"), get("reanchor", "tokens_per_s"))
+        return [_f(t0), _f(t1), _pct(t1 / t0 - 1 if t0 and t1 else None), _x(v0), _x(v1),
+                _pct(s1 / s0 - 1 if s0 and s1 else None), _pct(get("dflash", "post_rejection_agreement")),
                 _f(get("reanchor", "extra_per_round")), _pct(get("reanchor", "gained_share")),
                 _f(get("reanchor", "per_gained_round"))]
 
@@ -249,16 +258,17 @@ def trees(R: Results) -> list[str]:
     md = []
     shown = R.having("dflash", "ddtree", "reanchor", "reanchor-tree")
     if "ddtree" in shown and "dflash" in shown:
-        cell = lambda s, l: (f"{_f(R.get(s, l, 'tau'))} / {_f(R.get(s, l, 'tau_vs_dflash'))}x / "  # noqa: E731
-                             f"{_f(R.get(s, l, 'speed_vs_dflash'))}x")
+        cell = lambda s, l: (f"{_f(R.get(s, l, 'tau'))} / {_x(R.get(s, l, 'tau_vs_dflash'))} / "  # noqa: E731
+                             f"{_x(R.get(s, l, 'speed_vs_dflash'))}")
         md += ["\n## Trees: tau / tau over dflash / speed over dflash\n",
                _table(["set"] + shown, [[s] + [cell(s, l) for l in shown] for s in R.sets])]
     autos = [l for l in R.labels if l.endswith("-auto")]
     if autos and "dflash" in R.labels:
         md += ["\n## Auto budgets: tokens/s over dflash's (the goal: >= 0.97x on every set)\n",
-               _table(["set"] + autos, [[s] + [_f(R.get(s, l, "speed_vs_dflash")) + "x" for l in autos]
+               _table(["set"] + autos, [[s] + [_x(R.get(s, l, "speed_vs_dflash")) for l in autos]
                                         for s in R.sets] +
-                      [["min"] + [_f(min((R.get(s, l, "speed_vs_dflash") or 0) for s in R.sets)) + "x"
+                      [["min"] + [_x(min((v for s in R.sets if (v := R.get(s, l, "speed_vs_dflash")) is not None),
+                                          default=None))
                                   for l in autos]])]
     return md
 
@@ -267,12 +277,12 @@ def budget_curve(R: Results, out: Path) -> list[str]:
     """tau and tokens/s of each tree mode against its node budget N (the MODE@N runs, pooled over sets)."""
     curve: dict[str, list[tuple[int, str]]] = {}
     for label in R.labels:
-        if "@" in label:
-            mode, n = label.split("@")
-            curve.setdefault(mode, []).append((int(n), label))
+        m = re.fullmatch(r"(.+)@(\d+)(.*)", label)  # MODE@N, or MODE@N-match: its own curve
+        if m:
+            curve.setdefault(m[1] + m[3], []).append((int(m[2]), label))
     if not curve:
         return []
-    rows = [[mode, n, _f(R.mean(l, "tau")), _f(R.mean(l, "tokens_per_s"), "{:.1f}"), _f(R.mean(l, "speedup_vs_ar")) + "x"]
+    rows = [[mode, n, _f(R.mean(l, "tau")), _f(R.mean(l, "tokens_per_s"), "{:.1f}"), _x(R.mean(l, "speedup_vs_ar"))]
             for mode, pts in curve.items() for n, l in sorted(pts)]
     figure = write_curve(R, curve, out)
     return ["\n## Budget curve: tau and speed against the node budget N (mean over sets)\n",
