@@ -12,6 +12,14 @@ from .options import ACCEPTANCE, add_model_args, models_from_args, parse_max_shi
 from .train.cli import add_train_args
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse's own errors (a missing or malformed flag) in the CLI's form too: one line, exit 2, no usage block."""
+
+    def error(self, message: str):
+        print(f"error: {message} (see {self.prog} --help)", file=sys.stderr)
+        sys.exit(2)
+
+
 def add_generate_args(sub) -> None:
     p = sub.add_parser("generate", help="decode one prompt and print the text (or JSON)")
     p.add_argument("--prompt", required=True)
@@ -35,6 +43,7 @@ def add_generate_args(sub) -> None:
 
 def generate_main(a) -> int:
     from .decode import DecodeConfig, Engine
+    from .decode.config import validate
     from .decode.cost import budget_for
     from .trace import save_trace
 
@@ -44,6 +53,7 @@ def generate_main(a) -> int:
                        max_new_tokens=a.max_new_tokens, max_shifted=parse_max_shifted(a.max_shifted),
                        max_trie_nodes=parse_max_trie_nodes(a.max_trie_nodes), block_size=a.block_size,
                        ignore_eos=a.ignore_eos)
+    validate(cfg, 2)  # every field that needs no model, before loading them (the block size: the drafter's, later)
     eng = Engine(models_from_args(a, "none" if a.mode == "ar" and a.drafter is None else None))
     trace = eng.generate(a.prompt, cfg, budget_for(eng, cfg))
     if a.trace:
@@ -78,7 +88,7 @@ def check_main(a) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m engine", description=__doc__)
+    parser = Parser(prog="python -m engine", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     add_generate_args(sub)
     add_sweep_args(add_bench_args(sub))

@@ -100,3 +100,18 @@ def test_engine_serves_after_bad_input():
     with pytest.raises(InputError, match="prompt"):
         eng.encode_prompt("")
     assert len(eng.run(ids, DecodeConfig(max_new_tokens=5)).finish()["output_ids"]) >= 1
+
+
+def test_argparse_errors_are_one_line_too():
+    """A flag argparse itself refuses (missing, not a number) reads like every other bad input: one line, exit 2."""
+    for args, flag in ((["bench", "--sets", "math"], "--out"), (["generate", "--prompt", "x", "--max-new-tokens", "x"],
+                                                                 "--max-new-tokens")):
+        p = run_cli(*args)
+        assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr
+        assert p.stderr.startswith("error: ") and flag in p.stderr, p.stderr
+
+
+def test_generate_checks_its_settings_before_loading_models(tmp_path, capsys):
+    """A bad mode is named before any model loads: a missing target folder would otherwise be reported first."""
+    assert main(["generate", "--prompt", "hi", "--mode", "bogus", "--target", str(tmp_path / "none")]) == 2
+    assert capsys.readouterr().err.startswith("error: mode: unknown mode 'bogus'")
