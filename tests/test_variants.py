@@ -210,6 +210,148 @@ def test_classes_come_from_the_config():
     assert drafter_class(tiny_variant_models("dspark", 0).drafter.config) is DSparkDraftModel
 
 
+def _released_folder(tmp_path, variant: str, name: str | None = None, seed: int = 0, **fields):
+    """A drafter folder written as the released checkpoints are, not by our save_pretrained: config.json in the
+    reference's layout (Domino: jianuo-huang/Domino's dflash_config, emb_dim also at the top level where SGLang
+    reads it, shift_label and pure prefix 1 as Huang2020/*-Domino-b16; DSpark: deepseek-ai/DeepSpec's
+    build_draft_config, fields at the top level, num_anchors, no shift_label) and random weights under the
+    reference's key names (DSpark's frozen copies of the target's embed_tokens / lm_head included). `fields`
+    override config entries (None removes one). Returns (folder, the raw head weights, the target folder)."""
+    from tiny import tiny_models
+
+    target_dir, _ = save_tiny(tmp_path, "qwen3", 0)
+    m = tiny_models("qwen3", 0, block_size=6)
+    cfg = m.drafter.config.to_dict()
+    V, H, G, R = cfg["vocab_size"], cfg["hidden_size"], 16, 8
+    g = torch.Generator().manual_seed(seed)
+    rnd = lambda *shape, scale=1.0: (scale * torch.randn(*shape, generator=g)).contiguous()   # noqa: E731
+    w = {k: v.contiguous() for k, v in m.drafter.state_dict().items()}
+    if variant == "domino":
+        cfg.update(architectures=["DFlashDraftModel"], auto_map={"AutoModel": "dflash.DFlashDraftModel"}, emb_dim=R)
+        cfg["dflash_config"] = dict(cfg["dflash_config"], projector_type="domino", gru_hidden_dim=G, emb_dim=R,
+                                    pure_draft_prefix_len=1, shift_label=True)
+        head = {"prefix_gru.weight_ih_l0": rnd(3 * G, H, scale=0.5), "prefix_gru.weight_hh_l0": rnd(3 * G, G, scale=0.5),
+                "embed_proj.0.weight": rnd(R, H + G), "embed_proj.2.weight": rnd(V, R, scale=4.0)}
+    else:
+        dc = cfg.pop("dflash_config")
+        r = fields.get("markov_rank", R)
+        with_markov = fields.get("confidence_head_with_markov", True)
+        cfg.update(architectures=["Qwen3DSparkModel"], mask_token_id=dc["mask_token_id"],
+                   target_layer_ids=dc["target_layer_ids"], num_anchors=512, enable_confidence_head=True,
+                   confidence_head_with_markov=True, markov_rank=R, markov_head_type="vanilla",
+                   layer_types=["full_attention"] * cfg["num_hidden_layers"])
+        head = {"confidence_head.proj.weight": rnd(1, H + (r if with_markov else 0)), "confidence_head.proj.bias": rnd(1)}
+        if r:
+            head |= {"markov_head.markov_w1.weight": rnd(V, r), "markov_head.markov_w2.weight": rnd(V, r, scale=4.0)}
+        emb = m.target.get_input_embeddings().weight.detach()
+        w |= {"embed_tokens.weight": emb.clone(), "lm_head.weight": m.target.get_output_embeddings().weight.detach().clone()}
+    for k, v in fields.items():
+        cfg.pop(k) if v is None else cfg.__setitem__(k, v)
+    folder = tmp_path / (name or variant)
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(cfg))
+    save_file(w | head, folder / "model.safetensors", metadata={"format": "pt"})
+    return folder, head, target_dir
+
+
+def _raw_reference_block(variant: str, head: dict, cfg: dict, z, anchors, base):
+    """One block drafted greedily from the raw checkpoint tensors, as the released decoders write it
+    (Domino: code/dflash.py spec_generate; DSpark: deepspec/eval/dspark draft_ops + markov_head.VanillaMarkov):
+    (tokens, corrected logits, per-position confidence or None), independently of the engine's classes."""
+    toks, logits, conf = [], [], []
+    if variant == "domino":
+        p = cfg["dflash_config"]["pure_draft_prefix_len"]
+        W_ih, W_hh = head["prefix_gru.weight_ih_l0"], head["prefix_gru.weight_hh_l0"]
+        gru = torch.nn.GRU(W_ih.shape[1], W_hh.shape[1], num_layers=1, batch_first=True, bias=False)
+        with torch.no_grad():
+            gru.weight_ih_l0.copy_(W_ih), gru.weight_hh_l0.copy_(W_hh)
+        E = cfg["_target_embed"]
+        prefix = torch.cat([anchors[:, None], base[:, :p].argmax(-1)], 1)       # anchor + the pure prefix's drafts
+        toks += list(prefix[:, 1:].T)
+        logits += list(base[:, :p].transpose(0, 1))
+        _, h = gru(E[prefix])                                                     # the GRU over the realized prefix
+        for i in range(p, z.shape[1]):
+            u = torch.nn.functional.silu(torch.cat([z[:, i], h[0]], -1) @ head["embed_proj.0.weight"].T)
+            lg = base[:, i] + u @ head["embed_proj.2.weight"].T
+            toks.append(lg.argmax(-1)), logits.append(lg)
+            _, h = gru(E[toks[-1]][:, None], h)
+        return torch.stack(toks, 1), torch.stack(logits, 1), None
+    prev = anchors
+    for j in range(z.shape[1]):
+        lg = base[:, j]
+        if "markov_head.markov_w1.weight" in head:
+            e = head["markov_head.markov_w1.weight"][prev]
+            lg = lg + e @ head["markov_head.markov_w2.weight"].T
+        feats = torch.cat([z[:, j], e], -1) if cfg.get("confidence_head_with_markov") else z[:, j]
+        conf.append(torch.sigmoid(feats @ head["confidence_head.proj.weight"][0] + head["confidence_head.proj.bias"][0]))
+        prev = lg.argmax(-1)
+        toks.append(prev), logits.append(lg)
+    return torch.stack(toks, 1), torch.stack(logits, 1), torch.stack(conf, 1)
+
+
+@pytest.mark.parametrize("variant, fields", [
+    ("domino", {}), ("dspark", {}), ("dspark", {"markov_head_type": "Vanilla"}),
+    ("dspark", {"markov_rank": 0, "markov_head_type": None, "confidence_head_with_markov": False})])
+def test_released_format_folders_draft_what_the_reference_computes(tmp_path, variant, fields):
+    """A folder in the released layout (reference key names and config fields) loads through load_models into our
+    class, and its block drafts equal the reference's formula computed from the raw tensors: Domino's GRU over the
+    anchor and the pure prefix's drafts, then W2 SiLU(W1 [z; h]) fed back the corrected argmax; DSpark's
+    W_M E_M[previous draft] and sigmoid(w [z; E_M[previous]] + b). DeepSpec lower-cases markov_head_type, and
+    markov_rank 0 means no Markov head (its confidence head then reads z alone); it decodes losslessly."""
+    folder, head, target_dir = _released_folder(tmp_path, variant, **fields)
+    cfg = json.loads((folder / "config.json").read_text())
+    m = load_models(str(target_dir), str(folder), "cpu", "float32")
+    d = m.drafter
+    assert type(d) is {"domino": DominoDraftModel, "dspark": DSparkDraftModel}[variant] and d.block_offset == 0
+    loaded = dict(d.named_parameters())
+    assert all(torch.equal(loaded[k], v) for k, v in head.items())
+    emb, out = m.target.get_input_embeddings().weight.detach(), m.target.get_output_embeddings()
+    d.use_target_embeddings(emb)
+    cfg["_target_embed"] = emb
+    g = torch.Generator().manual_seed(1)
+    z = torch.randn(6, d.block_size, d.config.hidden_size, generator=g)    # shift-label: B inputs draft B tokens
+    anchors = torch.randint(4, d.config.vocab_size, (6,), generator=g)
+    with torch.no_grad():
+        p = propose(d, z, anchors, out, 0.0, None, True)
+        base = out(z).float()
+        toks, logits, conf = _raw_reference_block(variant, head, cfg, z, anchors, base)
+    assert torch.equal(p.tokens, toks)
+    assert torch.allclose(p.logits, logits, atol=1e-4)
+    assert torch.equal(p.backbone, base.argmax(-1))
+    if fields.get("markov_rank") != 0:
+        assert (p.tokens != p.backbone).any(), "the head never changed a token: the test proves little"
+    if variant == "dspark":
+        assert torch.allclose(p.confidence, conf, atol=1e-5)
+    eng = Engine(m, draft_head_dtype=None)
+    ids = eng.encode_prompt("ab c")
+    run = eng.run(ids, DecodeConfig(mode="reanchor", max_new_tokens=N_NEW, ignore_eos=True))
+    assert run.finish()["output_ids"] == greedy_reference(m.target, ids, N_NEW)
+
+
+@pytest.mark.parametrize("variant, fields, named", [
+    ("domino", {"dflash_config": "causal_v3"}, "projector_type"),   # a projector the released loaders refuse
+    ("domino", {"dflash_config": "use_bias_gate"}, "use_bias_gate"),
+    ("domino", {"dflash_config": "use_bias_norm"}, "use_bias_norm"),
+    ("dspark", {"architectures": ["Gemma4DSparkModel"]}, "Gemma4DSparkModel"),   # another backbone, same keys
+    ("dspark", {"markov_head_type": "gated"}, "markov_head_type"),
+    ("dspark", {"markov_rank": 0}, "confidence_head_with_markov")])
+def test_released_heads_we_do_not_implement_are_refused(tmp_path, variant, fields, named):
+    """Configs naming a head or backbone the engine does not implement fail naming the field, instead of loading
+    as a plain DFlash drafter without its head (an unknown projector_type: its weights were dropped as unexpected)
+    or as a head without its gate, or a Gemma4 DSpark as a Qwen3 one (its layer keys match)."""
+    if "dflash_config" in fields:
+        folder, _, target_dir = _released_folder(tmp_path, variant)
+        cfg = json.loads((folder / "config.json").read_text())
+        what = fields.pop("dflash_config")
+        cfg["dflash_config"] |= {"projector_type": what} if what == "causal_v3" else {what: True}
+        (folder / "config.json").write_text(json.dumps(cfg))
+    else:
+        folder, _, target_dir = _released_folder(tmp_path, variant, **fields)
+    with pytest.raises(InputError) as e:
+        load_models(str(target_dir), str(folder), "cpu", "float32")
+    assert e.value.field == "drafter" and named in str(e.value)
+
+
 def _reference_drafts(d, target, x: list[int], n_in: int, offset: int) -> list[int]:
     """The released decoders' drafting, written out independently of the engine (no caches, no batching):
     the drafter over the whole committed context's features and [x_s, MASK...], then the head step by step

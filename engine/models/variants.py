@@ -146,8 +146,10 @@ class DominoDraftModel(SequentialDrafter):
 
     Checkpoint (jianuo-huang/Domino, SpecForge): the backbone's keys plus prefix_gru.weight_ih_l0
     [3G, H], prefix_gru.weight_hh_l0 [3G, G] (no biases; gate rows r|z|n), embed_proj.0.weight [R, H+G],
-    embed_proj.2.weight [V, R]; dflash_config: projector_type "domino", gru_hidden_dim G, emb_dim R,
-    pure_draft_prefix_len p, shift_label. Early checkpoints nest the head under `logit_head.`."""
+    embed_proj.2.weight [V, R]; dflash_config: projector_type "domino" (or "causal_v5"), gru_hidden_dim G,
+    emb_dim R (SGLang reads it at the top level: either place is read), pure_draft_prefix_len p,
+    shift_label (the released b16 checkpoints: p = 1, shift-label). Early checkpoints nest the head
+    under `logit_head.`."""
 
     head_modules = ("prefix_gru", "embed_proj")
     released_architecture = "DFlashDraftModel"
@@ -156,6 +158,10 @@ class DominoDraftModel(SequentialDrafter):
         super().__init__(config)
         G = int(required(config, "gru_hidden_dim", "Domino"))
         R = int(required(config, "emb_dim", "Domino"))
+        for flag in ("use_bias_gate", "use_bias_norm"):   # head variants Domino's SGLang loader refuses too
+            if draft_value(config, flag, False):
+                raise InputError("drafter", f"config.json dflash_config.{flag} is true: that Domino head variant "
+                                            "is not supported (only the plain GRU + W2 SiLU(W1 [z; h]) head is)")
         self.shift_label = bool(draft_value(config, "shift_label", False))
         self.pure_prefix = int(draft_value(config, "pure_draft_prefix_len", 0) or 0)
         H = config.hidden_size
@@ -220,11 +226,12 @@ class DSparkDraftModel(SequentialDrafter):
 
     Checkpoint (deepseek-ai/DeepSpec deepspec/modeling/dspark): the backbone's keys plus
     markov_head.markov_w1.weight [V, r] (E_M), markov_head.markov_w2.weight [V, r] (W_M: r -> V),
-    confidence_head.proj.{weight [1, H(+r)], bias [1]}; top-level config fields markov_rank,
-    markov_head_type "vanilla", enable_confidence_head, confidence_head_with_markov. The released
-    checkpoints also hold copies of the target's embed_tokens and lm_head: ignored, the target's own
-    are used. DSpark backbones are shift-label; `shift_label: false` (our extension) marks a head
-    trained on a DFlash backbone."""
+    confidence_head.proj.{weight [1, H(+r)], bias [1]}; top-level config fields markov_rank (0: no
+    Markov head, the backbone's logits as they are), markov_head_type "vanilla" (any case; the
+    "gated" and "rnn" heads are refused), enable_confidence_head, confidence_head_with_markov. The
+    released checkpoints also hold frozen copies of the target's embed_tokens and lm_head: ignored, the
+    target's own are used. DSpark backbones are shift-label; `shift_label: false` (our extension)
+    marks a head trained on a DFlash backbone."""
 
     _keys_to_ignore_on_load_unexpected = [r"^embed_tokens\.", r"^lm_head\."]
     head_modules = ("markov_head", "confidence_head")
@@ -233,16 +240,25 @@ class DSparkDraftModel(SequentialDrafter):
     def __init__(self, config) -> None:
         super().__init__(config)
         r = int(required(config, "markov_rank", "DSpark", where="config"))
-        kind = draft_value(config, "markov_head_type", "vanilla")
-        if kind != "vanilla":
+        if r < 0:
+            raise InputError("drafter", f"config.json markov_rank {r} is negative")
+        kind = str(draft_value(config, "markov_head_type", "vanilla")).lower()   # DeepSpec lower-cases it
+        if r > 0 and kind != "vanilla":
             raise InputError("drafter", f"config.json markov_head_type {kind!r} is not supported (only 'vanilla')")
         self.shift_label = bool(draft_value(config, "shift_label", True))
         V, H = config.vocab_size, config.hidden_size
-        self.markov_head = nn.Module()
-        self.markov_head.markov_w1 = nn.Embedding(V, r)
-        self.markov_head.markov_w2 = nn.Linear(r, V, bias=False)
-        self.conf_with_markov = bool(draft_value(config, "confidence_head_with_markov", True))
+        self.markov_rank = r
+        if r > 0:
+            self.markov_head = nn.Module()
+            self.markov_head.markov_w1 = nn.Embedding(V, r)
+            self.markov_head.markov_w2 = nn.Linear(r, V, bias=False)
+        else:   # DeepSpec's markov_rank 0: no Markov head (build_markov_head returns None)
+            self.markov_head = None
+        self.conf_with_markov = bool(draft_value(config, "confidence_head_with_markov", r > 0))
         if draft_value(config, "enable_confidence_head", False):
+            if self.conf_with_markov and r == 0:
+                raise InputError("drafter", "config.json confidence_head_with_markov is true but markov_rank is 0 "
+                                            "(the confidence head reads the Markov head's embedding)")
             self.confidence_head = nn.Module()
             self.confidence_head.proj = nn.Linear(H + (r if self.conf_with_markov else 0), 1, bias=True)
         else:
@@ -250,7 +266,9 @@ class DSparkDraftModel(SequentialDrafter):
         self.post_init()
 
     def markov(self, prev: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(E_M[prev], the correction W_M E_M[prev]) for previous tokens `prev`."""
+        """(E_M[prev], the correction W_M E_M[prev]) for previous tokens `prev` (rank 0: empty, zero)."""
+        if self.markov_head is None:
+            return self.fc.weight.new_zeros(*prev.shape, 0), torch.zeros((), device=prev.device)
         e = self.markov_head.markov_w1(prev)
         return e, self.markov_head.markov_w2(e).float()
 
@@ -260,9 +278,11 @@ class DSparkDraftModel(SequentialDrafter):
         return self.confidence_head.proj(f.to(self.confidence_head.proj.weight.dtype))[..., 0].float()
 
     def teacher_forced(self, z, prev):
-        return self.markov_head.markov_w1(prev), self.correction_weight()
+        return self.markov(prev)[0], self.correction_weight()
 
     def correction_weight(self):
+        if self.markov_head is None:
+            return self.fc.weight.new_zeros(self.config.vocab_size, 0)
         return self.markov_head.markov_w2.weight
 
     def head_start(self, hidden, anchors):
@@ -303,9 +323,19 @@ def variant_config(config, variant: str, *, rank: int = 64, gru_hidden: int = 12
 
 
 def variant_name(config) -> str:
-    """Which drafter a config describes: dflash, dflash2, domino or dspark."""
+    """Which drafter a config describes: dflash, dflash2, domino or dspark. A config naming a head or
+    backbone this engine does not implement is refused (InputError), rather than loaded as a plain DFlash
+    drafter without its head or as a Qwen3 backbone it is not: the released loaders refuse these too."""
     archs = getattr(config, "architectures", None) or []
-    if draft_value(config, "projector_type") in DOMINO_PROJECTORS or "DominoDraftModel" in archs:
+    projector = draft_value(config, "projector_type")
+    if projector is not None and projector not in DOMINO_PROJECTORS:
+        raise InputError("drafter", f"config.json dflash_config.projector_type {projector!r} is not supported "
+                                    f"(Domino's are {' or '.join(map(repr, DOMINO_PROJECTORS))})")
+    other = [a for a in archs if str(a).endswith("DSparkModel") and a != "Qwen3DSparkModel"]
+    if other:
+        raise InputError("drafter", f"config.json architectures {other[0]!r} is not supported (DSpark on a "
+                                    "Qwen3 backbone, Qwen3DSparkModel, is)")
+    if projector in DOMINO_PROJECTORS or "DominoDraftModel" in archs:
         return "domino"
     if "Qwen3DSparkModel" in archs or draft_value(config, "markov_rank") is not None:
         return "dspark"
