@@ -58,12 +58,13 @@ def _numeric_items(obj) -> list[tuple[str, float]]:
 
 
 def figures(results: dict, scope: str = "current run"):
-    """(acceptance histogram figure, accepted gain by offset figure), titled with the paper's names and
-    `scope` (the current run, or the traces pooled)."""
+    """(acceptance histogram figure, accepted gain by offset figure), titled with the paper's names and, on a
+    line of its own (one line was cut at the figure's edge on a 1024 or 1280 px wide page), `scope` (the current
+    run, or the traces pooled)."""
     hist = _numeric_items(results.get("acceptance_histogram"))
     if hist:
         hist.sort(key=lambda kv: float(kv[0]) if kv[0].lstrip("-").isdigit() else 0)
-        h = plots.bar_figure([k for k, _ in hist], [v for _, v in hist], f"Figure 2: acceptance length (accepted + bonus), {scope}",
+        h = plots.bar_figure([k for k, _ in hist], [v for _, v in hist], f"Figure 2: acceptance length (accepted + bonus)\n{scope}",
                              "acceptance length", "rounds")
     else:
         h = plots.empty_figure("no histogram")
@@ -72,7 +73,7 @@ def figures(results: dict, scope: str = "current run"):
     if by_d:
         by_d.sort(key=lambda kv: int(kv[0]) if kv[0].isdigit() else 0)
         g = plots.bar_figure([f"d={k}" for k, _ in by_d], [v for _, v in by_d],
-                             f"Figure 2 (gain): accepted drafts gained by shifted offset d, {scope}", "offset", "tokens",
+                             f"Figure 2 (gain): accepted drafts gained by shifted offset d\n{scope}", "offset", "tokens",
                              color=plots.D_COLORS[0])
     else:
         g = plots.empty_figure("no shifted gain in this run")

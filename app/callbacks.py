@@ -141,7 +141,7 @@ class Callbacks:
         run, ids = start_run(engine, p, m, r, t, s, n, k, N)
         st["run"] = run
         config = {"mode": m, "rule": r, "temperature": t, "seed": s, "max_new_tokens": n, "max_shifted": k,
-                  "max_trie_nodes": N}
+                  "max_trie_nodes": N, "drafter": engine.models.drafter_name if m != "ar" else "none"}
         return st, engine, run, ids, config
 
     def _live_update(self, st, live, clock: dict):
@@ -149,14 +149,20 @@ class Callbacks:
         skip = gr.skip()
         now, i = time.monotonic(), len(live["rounds"]) - 1
         fig_out = cap_out = tl_out = skip
+        at = i if st.get("follow") else None
         if st.get("follow") and (now - clock["fig"] >= FIG_INTERVAL_S or i == 0):
             _, cap_out, fig_out = views.round_outputs(st, i, prefetch=False)
             clock["fig"] = now
+        elif not st.get("follow") and not st.get("view_in_run") and not st.get("view_zero"):
+            # not following, and the inspector still shows the trace this run replaced (its caption, figure and
+            # round number): show this run's round 0, once
+            at, st["view"], st["view_zero"] = 0, 0, True
+            _, cap_out, fig_out = views.round_outputs(st, 0, prefetch=False)
         if now - clock["tl"] >= TIMELINE_INTERVAL_S * max(1.0, i / TIMELINE_ROUNDS) or i == 0:
             tl_out, clock["tl"] = views.timeline_json(live), now
         status = "stopping at the next round…" if st.get("stopping") else f"running… round {i}"
         return _pad((st, views.text(live, tail=STREAM_TAIL), views.metrics(st, status),
-                     views.slider(live, i if st.get("follow") else None), cap_out, fig_out, tl_out,
+                     views.slider(live, at), cap_out, fig_out, tl_out,
                      gr.update(interactive=False)))
 
     @shows("Run")
@@ -165,6 +171,11 @@ class Callbacks:
             st, (prompt_v, mode_v, rule_v, temp_v, seed_v, max_v, shifted_v, nodes_v, drafter_v), "Run")
         st["follow"] = True if st.get("follow") is None else st["follow"]
         st.update(compare=None, example=False, example_label=None)  # this run replaces both
+        # the round in view belongs to the trace this run replaces until the inspector follows one of this run's
+        # rounds or the user picks one ("view_in_run"); till then, not following, it shows the run's round 0, and
+        # the finished run opens on its most instructive round. A playback of the old trace stops (its ticks would
+        # walk the new run's rounds).
+        st.update(view_in_run=False, view_zero=False, playing=False)
         skip, live = gr.skip(), None
         clock = {"text": 0.0, "fig": 0.0, "tl": 0.0}
         log.info("run started: %s", config)
@@ -176,7 +187,7 @@ class Callbacks:
                 st.update(trace=live, trace_file=None, example=False, freed=None)
                 i = len(live["rounds"]) - 1
                 if st.get("follow"):
-                    st["view"] = i
+                    st["view"], st["view_in_run"] = i, True
                 if time.monotonic() - clock["text"] < TEXT_INTERVAL_S and i > 0:
                     continue  # fast rounds (tiny models) would flood the page; the next update has them
                 clock["text"] = time.monotonic()
@@ -189,7 +200,8 @@ class Callbacks:
         st.update(trace=trace, trace_file=session.export_trace(trace), example=False, freed=None)
         self.sessions.touch(st)
         status = "stopped" if (run.result or {}).get("stopped") else "done"
-        yield views.show_trace(st, None if st.get("follow") else st.get("view", 0), status)
+        yield views.show_trace(st, st.get("view", 0) if st.get("view_in_run") and not st.get("follow") else None,
+                               status)
 
     def on_stop(self, st):
         """Ends this session's run at the next round boundary; the run's own updates report it."""
@@ -249,7 +261,7 @@ class Callbacks:
             raise bad_input(f"Round inspector: this session's trace was freed ({st['freed']}); load or run again",
                             "Trace freed")
         i, cap, fig = views.round_outputs(st, i)
-        st["view"] = i
+        st["view"], st["view_in_run"] = i, True
         following = st.get("run") is not None and trace and i == len(trace.get("rounds", [])) - 1
         follow_out = gr.skip()
         if st.get("run") is not None and not following and st.get("follow"):
@@ -296,8 +308,8 @@ class Callbacks:
 
     def on_play(self, st):
         st["playing"] = not st.get("playing")
-        if st["playing"]:
-            st["follow"] = False
+        if st["playing"] and st.get("run") is not None:
+            st["follow"] = False  # playing a live run's rounds: stop jumping to the newest one
         return gr.Timer(active=st["playing"]), gr.update(value="⏸ pause" if st["playing"] else "▶ play"), \
             gr.update(value=bool(st.get("follow")))
 
@@ -306,7 +318,7 @@ class Callbacks:
         trace = st.get("trace")
         n = len(trace.get("rounds", [])) if trace else 0
         i = st.get("view", 0) + 1
-        if i >= n:
+        if i >= n or not st.get("playing"):  # the end, or a run replaced the trace played
             st["playing"] = False
             return (*(gr.skip(),) * NAV_OUTPUTS, gr.Timer(active=False), gr.update(value="▶ play"))
         return (*self.goto(st, i), gr.Timer(active=True), gr.skip())

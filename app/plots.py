@@ -15,7 +15,7 @@ import plotly.graph_objects as go
 from engine.analyses import baseline_accepted
 
 from . import records
-from .tokentext import plotly_text, tok_cell, tok_full
+from .tokentext import plotly_text, tok_cell, tok_fit, tok_full
 
 BASE_COLOR = "#3b6fd4"
 SHARED_COLOR = "#7b5fc7"
@@ -124,6 +124,9 @@ def _grid_traces(rows: list[dict], xs: list[int], token_texts: dict) -> list[dic
     n_codes = 2 + len(D_COLORS)
     z, text, full = [], [], []
     budget = MAX_CELL_TEXTS  # cell labels are the costly part of drawing (SVG text measuring)
+    # one cell per position (the axis spans 2 more, cells are 2 px apart): its label fits the cell, the token in
+    # full on hover
+    cell_px = position_px(len(xs) + 2) - 2
     for r in rows:
         zr, tr, fr = [None] * len(xs), [""] * len(xs), [""] * len(xs)
         code = 0 if r["kind"] == "baseline" else 1 if r["kind"] == "discarded" else 2 + (r["d"] - 1) % len(D_COLORS)
@@ -134,11 +137,13 @@ def _grid_traces(rows: list[dict], xs: list[int], token_texts: dict) -> list[dic
             k = r["start"] + j
             if 0 <= k < len(xs):
                 zr[k] = code + 0.5  # centre of colour band `code` on [0, n_codes]
-                cell = tok_cell(token_texts, tok)
+                cell = tok_fit(token_texts, tok, cell_px)
                 if labelled:
                     tr[k] = cell
-                if not labelled or cell.endswith("…"):
+                if not labelled:
                     fr[k] = tok_full(token_texts, tok)
+                elif cell.endswith("…"):  # the hover shows the label, then the token in full (not both run together)
+                    fr[k] = f" (in full: {tok_full(token_texts, tok)})"
                 if j in r["backbone"]:  # the head corrected this draft: show what the backbone drafted
                     fr[k] += f" (head-corrected; the backbone drafted {tok_full(token_texts, r['backbone'][j])})"
         z.append(zr)
@@ -150,7 +155,7 @@ def _grid_traces(rows: list[dict], xs: list[int], token_texts: dict) -> list[dic
     return [{"type": "heatmap", "x": xs, "y": [plotly_text(r["label"]) for r in rows], "z": z, "text": text, "customdata": full,
              "texttemplate": "%{text}", "hovertemplate": "%{y} · pos %{x}: %{text}%{customdata}<extra></extra>",
              "colorscale": scale, "zmin": 0, "zmax": n_codes, "showscale": False, "xgap": 2, "ygap": 2,
-             "textfont": {"size": 10, "color": "white"}, "name": "blocks", "xaxis": "x", "yaxis": "y"}]
+             "textfont": {"size": 9, "color": "white"}, "name": "blocks", "xaxis": "x", "yaxis": "y"}]
 
 
 def _site_traces(rows: list[dict], s: int) -> list[dict]:
@@ -208,7 +213,10 @@ def _accepted_cells(rec: dict, rows: list[dict]) -> list[dict]:
         return []
     return [{"type": "scatter", "x": x, "y": y, "mode": "markers", "hoverinfo": "skip", "name": "accepted",
              "xaxis": "x", "yaxis": "y",
-             "marker": {"symbol": "square-open", "size": 19, "line": {"width": 3, "color": ACCEPT_COLOR}}}]
+             # an open symbol is stroked in marker.color (line.color is ignored): without it Plotly's colorway
+             # drew the frames orange, where the legend says green
+             "marker": {"symbol": "square-open", "size": 19, "color": ACCEPT_COLOR,
+                        "line": {"width": 3, "color": ACCEPT_COLOR}}}]
 
 
 def _drafter_note(trie: dict, i: int) -> str:
@@ -223,9 +231,15 @@ def _drafter_note(trie: dict, i: int) -> str:
         return ""
 
 
-def label_chars(positions: int, width_px: int = 1100) -> int:
-    """Characters a label may take so that labels one position apart never overlap (~7 px a character)."""
-    return max(2, min(7, width_px // max(positions, 1) // 7))
+# The round figure's plot area on a 1024 px wide page (a projector's): 960 px of figure less its margins. Labels are
+# cut to fit it (by their width, app.tokentext.tok_fit); a wider page only spaces them more. Grid labels of 7
+# characters whatever the figure's span ran into their neighbours at 1024 and 1280 px.
+PLOT_PX = 840
+
+
+def position_px(positions: int, width_px: int = PLOT_PX) -> float:
+    """Pixels a label one position apart from the next may take (app.tokentext.tok_fit cuts it to them)."""
+    return max(12.0, min(49.0, width_px / max(positions, 1)))
 
 
 def _leaf_tags(rec: dict, trie_y: list[float]) -> list[dict]:
@@ -246,7 +260,8 @@ def _leaf_tags(rec: dict, trie_y: list[float]) -> list[dict]:
              "xaxis": "x2", "yaxis": "y2"}]
 
 
-def _trie_node_traces(rec: dict, token_texts: dict, trie_y: list[float], acc_set: set[int]) -> list[dict]:
+def _trie_node_traces(rec: dict, token_texts: dict, trie_y: list[float], acc_set: set[int],
+                      positions: int | None = None) -> list[dict]:
     """The trie's nodes, one trace per provenance category (baseline, shared, g(d) only)."""
     s, trie = int(rec["anchor_pos"]), rec["trie"]
     depths, parents = trie["depths"], trie["parents"]
@@ -255,7 +270,8 @@ def _trie_node_traces(rec: dict, token_texts: dict, trie_y: list[float], acc_set
     # labels never overlap: only the accepted path and each branch's first node (rows are 26 px apart; in a
     # row, labels are cut to the width of a position), the rest on hover
     heads = [i > 0 and trie_y[i] != trie_y[parents[i]] for i in range(len(parents))]
-    limit = label_chars(max(int(x) for x in depths) + 3)
+    # `positions`: the x axis's span, which the grid shares (its rows may reach past the trie)
+    label_px = position_px(positions or max(int(x) for x in depths) + 3) - 2
     groups: dict[str, list[int]] = {}
     for i in range(len(parents)):
         groups.setdefault(records.node_category(srcs[i]), []).append(i)
@@ -274,7 +290,7 @@ def _trie_node_traces(rec: dict, token_texts: dict, trie_y: list[float], acc_set
         out.append({
             "type": "scatter", "x": [s + int(depths[i]) for i in nodes], "y": [trie_y[i] for i in nodes],
             "mode": "markers+text", "name": plotly_text(name), "xaxis": "x2", "yaxis": "y2", "customdata": cd,
-            "text": [tok_cell(token_texts, trie["tokens"][i], limit) if (i in acc_set or heads[i]) else ""
+            "text": [tok_fit(token_texts, trie["tokens"][i], label_px) if (i in acc_set or heads[i]) else ""
                      for i in nodes],
             "textposition": "top center", "textfont": {"size": 9},
             "hovertemplate": "node %{customdata[0]} · pos %{x}: %{customdata[1]}%{customdata[4]}"
@@ -285,7 +301,7 @@ def _trie_node_traces(rec: dict, token_texts: dict, trie_y: list[float], acc_set
     return out
 
 
-def _trie_traces(rec: dict, token_texts: dict) -> tuple[list[dict], int]:
+def _trie_traces(rec: dict, token_texts: dict, positions: int | None = None) -> tuple[list[dict], int]:
     """(b) the trie: edges, the accepted path, nodes by provenance, the bonus; and its number of rows."""
     s, trie = int(rec["anchor_pos"]), rec["trie"]
     depths, parents = [int(d) for d in trie["depths"]], trie["parents"]
@@ -305,7 +321,7 @@ def _trie_traces(rec: dict, token_texts: dict) -> tuple[list[dict], int]:
     ay = [trie_y[n] for n in acc_nodes] + ([trie_y[acc_nodes[-1]]] if show_bonus else [])
     data.append({"type": "scatter", "x": ax, "y": ay, "mode": "lines", "name": "accepted path", "opacity": 0.55,
                  "line": {"color": ACCEPT_COLOR, "width": 5}, "hoverinfo": "skip", "xaxis": "x2", "yaxis": "y2"})
-    data += _trie_node_traces(rec, token_texts, trie_y, set(acc_nodes)) + _leaf_tags(rec, trie_y)
+    data += _trie_node_traces(rec, token_texts, trie_y, set(acc_nodes), positions) + _leaf_tags(rec, trie_y)
     if show_bonus:
         data.append({"type": "scatter", "x": [s + a + 1], "y": [trie_y[acc_nodes[-1]]], "mode": "markers+text",
                      "name": "bonus", "text": [tok_cell(token_texts, bonus, 6)], "textposition": "top center",
@@ -375,7 +391,7 @@ def round_figure_parts(rec: dict, token_texts: dict, title: str | None, depth_ca
     max_depth = max([r["start"] + len(r["tokens"]) - 1 for r in rows] + [int(d) for d in rec["trie"]["depths"]]
                     + [a + 1])
     xs = list(range(s, s + max_depth + 1))
-    trie_data, n_slots = _trie_traces(rec, token_texts)
+    trie_data, n_slots = _trie_traces(rec, token_texts, len(xs) + 2)
     data = (_grid_traces(rows, xs, token_texts) + _accepted_cells(rec, rows) + _site_traces(rows, s)
             + _native_traces(rows, s) + trie_data)
     return {"data": data, "layout": _round_layout(rec, len(rows), n_slots, max_depth, title)}
@@ -383,8 +399,18 @@ def round_figure_parts(rec: dict, token_texts: dict, title: str | None, depth_ca
 
 # ---------------------------------------------------------------- run-level figures
 
-def timeline_figure(rounds: list[dict], title: str = "accepted length per round") -> go.Figure:
-    """Stacked bars per round: baseline-alone drafts, shifted gain, bonus."""
+def top_title(text: str, size: int) -> dict:
+    """A title (plain text) pinned to the top of the figure, so that a legend in the top margin goes under it, not
+    over it (in a half-width Compare panel the two shared one line and overlapped). Plotly lifts a title of n
+    lines by about half a line per line past the first: the pad gives that back, or its top is cut off."""
+    lines = text.count("\n") + 1
+    return dict(text=plotly_text(text), font=dict(size=size), x=0.01, xanchor="left", yref="container", y=1,
+                yanchor="top", pad=dict(t=8 + 9 * (lines - 1)))
+
+
+def timeline_figure(rounds: list[dict], title: str = "accepted length per round", narrow: bool = False) -> go.Figure:
+    """Stacked bars per round: baseline-alone drafts, shifted gain, bonus. `narrow` (the Compare panel's half
+    width): the legend on a line of its own, under the title."""
     parts = [records.round_lengths(r) for r in rounds]
     x = list(range(len(rounds)))
     fig = go.Figure()
@@ -392,8 +418,10 @@ def timeline_figure(rounds: list[dict], title: str = "accepted length per round"
                              ("shifted", "shifted gain", D_COLORS[0]), ("bonus", "bonus", BONUS_COLOR)):
         fig.add_trace(go.Bar(x=x, y=[p[key] for p in parts], name=name, marker_color=color,
                              hovertemplate=f"round %{{x}}: %{{y}} {name}<extra></extra>"))
-    fig.update_layout(template="none", font=FONT, barmode="stack", height=230, bargap=0.1,
-                      margin=dict(l=40, r=10, t=36, b=36), title=dict(text=plotly_text(title), x=0.01, font=dict(size=13)),
+    top = 78 if narrow else 36  # narrow: the title, then room for a legend of two rows (at 1024 px it wraps)
+    fig.update_layout(template="none", font=FONT, barmode="stack", height=194 + top, bargap=0.1,
+                      margin=dict(l=40, r=10, t=top, b=36),
+                      title=top_title(title, 13) if narrow else dict(text=plotly_text(title), x=0.01, font=dict(size=13)),
                       xaxis=dict(title_text="round"), yaxis=dict(title_text="tokens"),
                       legend=dict(orientation="h", x=1, xanchor="right", y=1.02, yanchor="bottom"),
                       plot_bgcolor="white", paper_bgcolor="white")
@@ -433,16 +461,18 @@ def counterfactual_figure(rows: list[dict], title: str) -> go.Figure:
                    customdata=[[d, " (end of run: at least)" if r["cut"] else ""] for d, r in zip(diff, rows)],
                    hovertemplate="round %{x}: would accept %{y} (%{customdata[0]:+d})%{customdata[1]}<extra></extra>"),
     ])
-    fig.update_layout(template="none", font=FONT, height=270, bargap=0.15, margin=dict(l=40, r=10, t=72, b=36),
-                      title=dict(text=plotly_text(title), x=0.01, font=dict(size=12)), xaxis=dict(title_text="round"),
+    fig.update_layout(template="none", font=FONT, height=290, bargap=0.15, margin=dict(l=40, r=10, t=92, b=36),
+                      title=top_title(title, 12), xaxis=dict(title_text="round"),
                       yaxis=dict(title_text="accepted drafts"), plot_bgcolor="white", paper_bgcolor="white",
                       legend=dict(orientation="h", x=1, xanchor="right", y=1.0, yanchor="bottom", font=dict(size=10)))
     return fig
 
 
 def bar_figure(xs: list, ys: list, title: str, xtitle: str, ytitle: str, color: str = BASE_COLOR) -> go.Figure:
+    """Bars; `title` may break into lines ("\n"), the top margin growing with them."""
+    lines = title.count("\n")
     fig = go.Figure(go.Bar(x=[plotly_text(x) for x in xs], y=list(ys), marker_color=color))
-    fig.update_layout(template="none", font=FONT, height=240, margin=dict(l=45, r=10, t=36, b=40),
+    fig.update_layout(template="none", font=FONT, height=240 + 17 * lines, margin=dict(l=45, r=10, t=36 + 17 * lines, b=40),
                       title=dict(text=plotly_text(title), x=0.01, font=dict(size=13)),
                       xaxis=dict(title_text=plotly_text(xtitle)), yaxis=dict(title_text=plotly_text(ytitle)), plot_bgcolor="white", paper_bgcolor="white")
     return fig

@@ -108,8 +108,9 @@ def _fmt(v, nd=2):
     return str(v)
 
 
-def metrics_view(stats: dict | None, compare: dict | None = None, status: str = "") -> str:
-    """tau, rounds, target calls, tokens/s; with a comparison run, its values and the ratios."""
+def metrics_view(stats: dict | None, compare: dict | None = None, status: str = "", settings: str = "") -> str:
+    """tau, rounds, target calls, tokens/s; with a comparison run, its values and the ratios; the status, then
+    `settings` (plain text: what the trace shown was run with, app.views.run_settings)."""
     if not stats:
         return f"<div class='rx-metrics'><div>{escape(status or 'no run yet')}</div></div>"
     cells = [("τ", _fmt(stats.get("tau"))), ("rounds", _fmt(stats.get("rounds"))),
@@ -122,6 +123,8 @@ def metrics_view(stats: dict | None, compare: dict | None = None, status: str = 
     out = "".join(f"<div>{escape(k)} <b>{escape(v)}</b></div>" for k, v in cells)
     if status:
         out += f"<div>{escape(status)}</div>"
+    if settings:
+        out += f"<div class='rx-settings'>{escape(settings)}</div>"
     return f"<div class='rx-metrics'>{out}</div>"
 
 

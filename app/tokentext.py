@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import html
 import re
+import unicodedata
 
 _VISIBLE = {" ": "␣", "\n": "⏎", "\t": "⇥", "\r": "␍", "\u00a0": "⍽"}
 
@@ -76,6 +77,37 @@ def tok_cell(token_texts: dict, tok: int, limit: int = 7) -> str:
 
 def tok_full(token_texts: dict, tok: int) -> str:
     return visible(piece(token_texts, tok), 40)
+
+
+# Widths of label characters at 9 px, from DejaVu Sans (the widest of the usual system fonts, so that a label
+# fits wherever the page is shown; measured in Chromium): narrow letters and marks 3 px; wide letters, the
+# visible-whitespace marks, ideographs and "…" 9 px; the rest (other letters, digits, ␣) 6 px.
+_NARROW = set("iljtfr.,:;'|!()[]{}` ")
+_WIDE = set("mwMW…@%⏎⇥␍⍽∅")
+
+
+def char_px(ch: str) -> int:
+    if ch in _NARROW:
+        return 3
+    if ch in _WIDE or unicodedata.east_asian_width(ch) in "WF":
+        return 9
+    return 6
+
+
+def tok_fit(token_texts: dict, tok: int, px: float) -> str:
+    """A token's visible text cut to about `px` pixels of 9 px text ("…" ending a cut one), then escaped: a
+    label that fits its cell or its position (short words whole; a count of characters cut them all short, or
+    let long ones run into their neighbours)."""
+    shown = visible(piece(token_texts, tok), 64)
+    text = html.unescape(shown.replace("&#36;", "$")) if "&" in shown else shown
+    widths = [char_px(ch) for ch in text]
+    if sum(widths) <= px:
+        return shown
+    room, n = px - char_px("…"), 0
+    while n < len(text) and room >= widths[n]:
+        room -= widths[n]
+        n += 1
+    return plotly_text(text[:max(n, 1)] + "…")
 
 
 def text_html(s: str) -> str:

@@ -7,6 +7,8 @@ import json
 
 import gradio as gr
 
+from engine.options import MODES, RULES
+
 from . import analysis, plots, records, render, session
 from .tokentext import trace_pieces
 
@@ -115,9 +117,32 @@ def text_follow(state: dict, i: int) -> str | dict:
     return text_shown(state, i)
 
 
+def run_settings(trace: dict | None) -> str:
+    """What the trace shown was run with, in one line (plain text): mode / rule, temperature, seed, drafter. The
+    controls say what the next run will use, not what a loaded trace, an example trace or the last run used. A
+    loaded trace's words are untrusted: a mode or rule the engine does not know shows as "unknown", names are cut."""
+    cfg = (trace or {}).get("config")
+    if not isinstance(cfg, dict) or not cfg:
+        return ""
+    mode, rule = (v if isinstance(v, str) and v in known else "unknown"
+                  for v, known in ((cfg.get("mode"), MODES), (cfg.get("rule"), RULES)))
+    parts = [mode if mode in ("ar", "dflash", "ddtree") else f"{mode} / {rule}"]  # those three attach nothing
+    t = cfg.get("temperature")
+    if isinstance(t, (int, float)) and not isinstance(t, bool):
+        parts.append(f"T {t:g}" + (f", seed {cfg['seed']}" if t > 0 and isinstance(cfg.get("seed"), int) else ""))
+    drafter = cfg.get("drafter")
+    if isinstance(drafter, str) and drafter and drafter != "none":
+        # its last part, as the status line names a folder (never a path on the server), without asking the file
+        # system about a loaded trace's words
+        name = drafter[-200:].replace("\\", "/").rstrip("/").rsplit("/", 1)[-1] or "?"
+        parts.append(f"drafter {name[:60] + '…' if len(name) > 60 else name}")
+    return " · ".join(parts)
+
+
 def metrics(state: dict, status: str = "") -> str:
     trace, cmp = state.get("trace"), state.get("compare")
-    return render.metrics_view(session.stats_of(trace), session.stats_of(cmp) if cmp else None, status)
+    return render.metrics_view(session.stats_of(trace), session.stats_of(cmp) if cmp else None, status,
+                               run_settings(trace))
 
 
 def analyses(trace: dict | None):
@@ -128,10 +153,10 @@ def analyses(trace: dict | None):
     return res, h, g
 
 
-def timeline(trace: dict | None, title: str = "accepted length per round"):
+def timeline(trace: dict | None, title: str = "accepted length per round", narrow: bool = False):
     if not trace or not trace.get("rounds"):
         return plots.empty_figure("no run yet", 200)
-    return plots.timeline_figure(trace["rounds"], title)
+    return plots.timeline_figure(trace["rounds"], title, narrow)
 
 
 def timeline_json(trace: dict | None) -> str:
@@ -188,7 +213,7 @@ def compare_views(state: dict):
     b_cfg, a_cfg = (b or {}).get("config") or {}, (a or {}).get("config") or {}
     a_cf, a_sum = analysis.counterfactual(a, b_cfg.get("mode"), b_cfg.get("rule"), f"comparison's {bn}")
     b_cf, b_sum = analysis.counterfactual(b, a_cfg.get("mode"), a_cfg.get("rule"), f"this run's {an}")
-    b_tl, a_tl = timeline(b, f"comparison: {bn}"), timeline(a, f"this run: {an}")
+    b_tl, a_tl = timeline(b, f"comparison: {bn}", narrow=True), timeline(a, f"this run: {an}", narrow=True)
     plots.share_axes([a_tl, b_tl])
     plots.share_axes([a_cf, b_cf])
     totals = {f"{bn} on this run's rounds": a_sum, f"{an} on the comparison's rounds": b_sum}

@@ -140,7 +140,8 @@ def test_plot_text_is_escaped(traces):
         fig = json.loads(plots.timeline_figure(t["rounds"]).to_json())
         assert all("<script" not in s for s in _strings(fig))
     cell = plots.round_figure(traces[0]["rounds"][0], {k: "<script>x</script>" for k in traces[0]["token_texts"]})
-    assert cell.data[0].text[0][0] == "&lt;scrip…"  # cut to 7 characters, then escaped
+    label = cell.data[0].text[0][0]  # cut to the cell's width (app.tokentext.tok_fit), then escaped
+    assert label.startswith("&lt;scri") and label.endswith("…") and "<" not in label, label
 
 
 class _Tags(HTMLParser):
@@ -254,7 +255,10 @@ def test_round_payload_prefetches_within_the_size_budget():
             if p["next"] is not None:
                 prefetched += 1
                 assert p["next"]["round"] == i + 1 and len(raw) <= views.MAX_PAYLOAD
-            elif i + 1 < n:  # left out only because it did not fit (its caption and keys: < 1 KB)
-                nxt = plots.round_figure(st["trace"]["rounds"][i + 1], st["trace"]["token_texts"]).to_json()
-                assert len(raw) + len(nxt) > views.MAX_PAYLOAD - 1024
+            elif i + 1 < n:  # left out only because it did not fit (its figure and caption as the page gets them)
+                rec = st["trace"]["rounds"][i + 1]
+                nxt = plots.round_figure_json(rec, st["trace"]["token_texts"],
+                                              depth_cap=records.depth_cap(st["trace"], rec))
+                cap = json.dumps(views.round_outputs(st, i + 1)[1])
+                assert len(raw) + len(nxt) + len(cap) + len('{"round":,"caption":,"fig":}') > views.MAX_PAYLOAD
     assert prefetched > 0

@@ -197,3 +197,85 @@ def test_analyses_are_the_papers_tables_with_a_way_back(page):
                            timeout=20000)
     page.wait_for_function(
         "() => (document.querySelector('#rx-hist .gtitle')?.textContent || '').includes('current run')", timeout=20000)
+
+
+# Pairs of labels in one row of the round figure (grid cells; trie labels) whose boxes overlap: one position apart,
+# labels cut to fit a 1024 px page must not run into each other.
+JS_LABEL_OVERLAPS = """() => {
+  const plot = document.querySelector('#rx-round-plot .js-plotly-plot');
+  const bad = [];
+  const rows = (sel, key) => { const m = new Map();
+    [...plot.querySelectorAll(sel)].filter(t => t.textContent).forEach(t => {
+      const r = t.getBoundingClientRect(), y = Math.round(key(r));
+      if (!m.has(y)) m.set(y, []); m.get(y).push([r, t.textContent]); });
+    return m; };
+  for (const [sel, key] of [['.heatmaplayer text', r => r.top + r.height / 2], ['.scatterlayer .textpoint text', r => r.top]])
+    rows(sel, key).forEach(rs => { rs.sort((a, b) => a[0].left - b[0].left);
+      for (let i = 1; i < rs.length; i++) if (rs[i][0].left < rs[i - 1][0].right - 0.5) bad.push(rs[i - 1][1] + '|' + rs[i][1]); });
+  return bad;
+}"""
+JS_BOX = "s => { const r = document.querySelector(s).getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; }"
+
+
+def _overlap(a, b) -> bool:
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+
+
+@pytest.mark.skipif(not EXAMPLES, reason="no example traces installed")
+def test_projector_1024_labels_titles_settings_and_a_run_after_play(app, browser):
+    """At 1024x768 (tests/test_app_projector.py has the pure checks): grid and trie labels never run into their
+    neighbours; the Analyses titles end inside their figures; the metrics name what the trace shown was run
+    with; and a Run after "▶ play" keeps "follow live" and opens on its own most instructive round (it stayed on
+    the played trace's round, clamped)."""
+    pg = browser.new_page(viewport={"width": 1024, "height": 768})
+    pg.goto(app.url)
+    pg.wait_for_function("() => (document.querySelector('#rx-model-status')?.innerText || '').includes('ready')",
+                         timeout=120000)
+    wait_caption(pg, "most instructive round")
+    assert "reanchor / earliest" in pg.inner_text("#rx-metrics")       # the example trace's settings
+    for stem in [e.stem for e in EXAMPLES]:
+        if stem != example_box(pg):
+            pg.locator("#rx-example-trace input").click()
+            pg.get_by_role("option", name=stem).click()
+            pg.wait_for_function("s => document.querySelector('#rx-example-trace input')?.value === s", arg=stem)
+            wait_caption(pg, "most instructive round")
+        for _ in range(6):
+            pg.wait_for_timeout(300)
+            assert pg.evaluate(JS_LABEL_OVERLAPS) == [], stem
+            pg.click("#rx-next")
+    # the Analyses figures: each title inside its figure (the scope "pooled" was cut at the edge)
+    pg.get_by_text("Analyses: the paper's Figure 2").click()
+    pg.click("#rx-ex-analyses")
+    pg.wait_for_function("() => (document.querySelector('#rx-hist .gtitle')?.textContent || '').includes('pooled')",
+                         timeout=20000)
+    pg.wait_for_timeout(500)
+    for fig in ("#rx-hist", "#rx-gain"):
+        title, svg = pg.evaluate(JS_BOX, f"{fig} .gtitle"), pg.evaluate(JS_BOX, f"{fig} .main-svg")
+        assert title[2] <= svg[2], (fig, title, svg)
+    pg.screenshot(path=str(OUTPUT / "projector-1024-analyses.png"))
+    # ▶ play to the end of the example trace, then Run
+    pg.click("#rx-last")
+    wait_caption(pg, "Round ")
+    pg.click("#rx-prev")
+    pg.click("#rx-play")
+    pg.wait_for_function("() => document.querySelector('#rx-play')?.innerText.includes('play')", timeout=10000)
+    pg.wait_for_timeout(300)
+    assert pg.is_checked("#rx-follow input"), "playing a finished trace unticked follow live"
+    run(pg, "hi, j.", 24)
+    cap = caption(pg)
+    last = int(re.search(r"rounds 0–(\d+)", cap).group(1))
+    assert "most instructive" in cap or cap.startswith("Round 0 ") or last == 0, cap
+    assert "reanchor / earliest" in pg.inner_text("#rx-metrics")
+    # the Compare panel at half width: each figure's legend under its title
+    pg.get_by_text("Compare: a second run").click()
+    pg.click("#rx-cmp-run")
+    pg.wait_for_selector("#rx-cmp-table table", timeout=60000)
+    pg.wait_for_timeout(800)
+    for fig in ("#rx-cmp-a-timeline", "#rx-cmp-timeline", "#rx-cmp-a-cf"):
+        if pg.locator(f"{fig} .legend").count():
+            title = pg.evaluate(JS_BOX, f"{fig} .gtitle")
+            assert not _overlap(title, pg.evaluate(JS_BOX, f"{fig} .legend")), fig
+            assert title[1] >= pg.evaluate(JS_BOX, f"{fig} .main-svg")[1], f"{fig}: the title's top is cut off"
+    pg.locator("#rx-cmp-a-timeline").scroll_into_view_if_needed()
+    pg.screenshot(path=str(OUTPUT / "projector-1024-compare.png"))
+    pg.close()

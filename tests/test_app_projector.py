@@ -1,0 +1,199 @@
+"""The app as a teacher shows it on a projector (1024x768) and as a person debugging attachment choices uses it:
+defects a user saw, each with a test that failed before its fix (no browser here; tests/test_app_teaching.py
+looks at the same in Chromium).
+
+- the accepted cells' frames were drawn orange (Plotly's colorway) where the legend says green;
+- hovering a grid cell whose label was cut showed the label and the token run together ("␣motiv…␣motivated");
+- grid labels of 7 characters ran into their neighbours at 1024 and 1280 px;
+- the Analyses figures' titles ended past the figure's edge at 1024 px, the scope ("pooled") cut off;
+- the Compare panel's half-width timelines and counterfactuals drew their legend over their title;
+- nothing on the page said what the trace shown was run with (mode, rule, drafter): the controls say what the
+  next run will use, and a loaded or example trace may differ;
+- after "▶ play" (which unticked "follow live"), a new Run streamed with the inspector stuck on the old
+  trace's round (its caption and figure) and opened, finished, on that round number clamped, not on its most
+  instructive round.
+"""
+from __future__ import annotations
+
+import html
+import json
+
+import pytest
+
+from app import analysis, callbacks, plots, records, render, session, tokentext, views
+from app_fixtures import all_real_traces, real_trace, tiny_engine
+
+SKIP = {"__type__": "update"}  # gr.skip()
+
+
+@pytest.fixture(scope="module")
+def traces():
+    return all_real_traces()
+
+
+def _figures(traces):
+    for t in traces:
+        for r in t["rounds"]:
+            yield t, r, plots.round_figure_parts(r, t["token_texts"], None, records.depth_cap(t, r))
+
+
+def _is_open(symbol) -> bool:
+    symbols = symbol if isinstance(symbol, list) else [symbol]
+    return any(isinstance(s, str) and s.endswith("-open") for s in symbols)
+
+
+def test_accepted_cell_frames_are_the_legends_green(traces):
+    """An open marker is stroked in marker.color (marker.line.color is ignored): every open marker names its
+    colour, and the accepted cells' frames are ACCEPT_COLOR, as render.FIGURE_LEGEND's "□ accepted cell"."""
+    assert plots.ACCEPT_COLOR in render.FIGURE_LEGEND
+    accepted = 0
+    for _, _, fig in _figures(traces):
+        for tr in fig["data"]:
+            marker = tr.get("marker") or {}
+            if tr.get("type") == "scatter" and _is_open(marker.get("symbol")):
+                assert marker.get("color"), f"open markers of {tr.get('name')!r} take Plotly's colorway"
+            if tr.get("name") == "accepted":
+                accepted += 1
+                assert marker["color"] == plots.ACCEPT_COLOR, marker
+    assert accepted > 10
+
+
+def test_cut_grid_cell_hover_names_the_token_in_full_once():
+    """The hover is "%{text}%{customdata}": a cut label's customdata adds the token in full, set apart."""
+    texts = {"1": " motivated", "2": " a", "3": "xyz"}
+    rec = real_trace()["rounds"][0]
+    rec = json.loads(json.dumps(rec))
+    n = len(rec["baseline"])
+    rec["baseline"] = [1, 2] * (n // 2) + [1] * (n % 2)
+    heat = plots.round_figure_parts(rec, texts, None, None)["data"][0]
+    row = 0  # g(0)
+    seen = 0
+    for label, extra in zip(heat["text"][row], heat["customdata"][row]):
+        if label.endswith("…"):
+            seen += 1
+            hover = label + extra
+            assert hover.startswith(label + " (in full: ␣motivated)"), hover
+        elif label:
+            assert "in full" not in extra, (label, extra)
+    assert seen > 0
+
+
+def test_grid_and_trie_labels_fit_a_1024_px_page(traces):
+    """Labels one position apart fit the plot area of a 1024 px page over the figure's x span (its positions and
+    the axis's 2.2 more), by their width in 9 px text (app.tokentext.char_px: DejaVu Sans, measured in Chromium),
+    and short words show whole: before, grid cells took 7 characters whatever the span, and ran into each other
+    (tests/test_app_teaching.py measures the overlaps in Chromium)."""
+    examples = [session.load_example(path) for _, path in session.example_traces()]  # 16-token blocks, real words
+    if not examples:
+        pytest.skip("no example traces installed (the tiny models' blocks are too short to crowd a figure)")
+    checked = whole = 0
+    for _, r, fig in _figures(examples + traces):
+        span = fig["layout"]["xaxis2"]["range"][1] - fig["layout"]["xaxis2"]["range"][0]
+        cell_px = 838 / span - 2  # a 1024 px page: 960 px of figure less its margins (112 + 10); cells 2 px apart
+        labels = [c for row in fig["data"][0]["text"] for c in row if c]
+        labels += [c for tr in fig["data"] if tr.get("xaxis") == "x2" and tr.get("mode") == "markers+text"
+                   and tr.get("name") != "bonus" for c in tr["text"] if c]
+        for c in labels:
+            shown = html.unescape(c.replace("&#36;", "$"))
+            width = sum(tokentext.char_px(ch) for ch in shown)
+            assert width <= max(cell_px, 18) + 0.5, (c, cell_px)
+            checked += 1
+            whole += not shown.endswith("…")
+    assert checked > 1000 and whole > checked / 2
+
+
+def test_analyses_figure_titles_put_the_scope_on_its_own_line(traces):
+    res = analysis.compute(traces[0])
+    for fig in analysis.figures(res, "3 example traces pooled"):
+        title = fig.layout.title.text
+        first, second = title.split("<br>")
+        assert second == "3 example traces pooled"
+        # a line of 13 px text fits half of a 1024 px page (two figures side by side, ~450 px each)
+        assert len(first) * 7 < 450, first
+        assert fig.layout.margin.t >= 50  # room for the second line
+
+
+def test_compare_figures_keep_their_legend_under_their_title(traces):
+    t = traces[0]
+    tl = views.timeline(t, "this run: reanchor / earliest", narrow=True)
+    cf, _ = analysis.counterfactual(t, "dflash", "earliest", "comparison's dflash / earliest")
+    for fig, lines in ((tl, 1), (cf, 2)):
+        title, legend = fig.layout.title, fig.layout.legend
+        assert title.yref == "container" and title.y == 1 and title.yanchor == "top", title
+        assert title.pad.t >= 8 + 9 * (lines - 1)  # Plotly lifts a title of several lines: its top was cut off
+        assert legend.yanchor == "bottom" and legend.y >= 1.0
+        # title lines (16 px), its pad and two legend rows (20 px each: at 1024 px the legend wraps) fit the margin
+        assert fig.layout.margin.t >= (title.pad.t or 0) + 16 * lines + 2 * 20, (fig.layout.margin.t, lines)
+    # the main timeline (full width) keeps its one-line layout
+    main = views.timeline(t)
+    assert main.layout.margin.t == 36 and main.layout.title.yref != "container"
+
+
+def test_metrics_say_what_the_trace_shown_was_run_with():
+    st = session.new_state()
+    found = session.example_traces()
+    if found:
+        st["trace"] = session.load_example(found[0][1])
+        out = views.metrics(st, "example trace")
+        cfg = st["trace"]["config"]
+        assert f"{cfg['mode']} / {cfg['rule']}" in out and "drafter smollm2-135m-dflash-b16" in out, out
+        assert "assets/" not in out
+    st["trace"] = real_trace(mode="ddtree")
+    out = views.metrics(st, "loaded trace")
+    assert "ddtree" in out and "T 0" in out and " / " not in out.split("ddtree")[1][:3]
+    st["trace"] = real_trace(mode="reanchor", rule="all", temperature=1.0, seed=3)
+    assert "reanchor / all · T 1, seed 3" in views.metrics(st)
+    # a loaded trace's words: unknown modes and rules named so, markup escaped, a folder by its last part only
+    hostile = {**real_trace(), "config": {"mode": "<img src=x>", "rule": ["all"], "temperature": 0.0,
+                                          "drafter": "/srv/secret/models/<i onclick=x>drafter/"}}
+    st["trace"] = hostile
+    out = views.metrics(st, "loaded trace").split("rx-settings'>")[1]
+    assert out == "unknown / unknown · T 0 · drafter &lt;i onclick=x&gt;drafter</div></div>", out
+
+
+class _Loader:
+    """The part of app.loader.ModelLoader a run needs, over a tiny engine."""
+    ready, error, enabled, loading = True, None, True, False
+
+    def __init__(self, engine):
+        self.engine = engine
+
+    def engine_for(self, label=None):
+        return self.engine
+
+
+def _run(cb, st, prompt="hi, j.", max_new=24):
+    return list(cb.on_run(prompt, "reanchor", "earliest", 0.0, 0, max_new, "all", "all", None, st))
+
+
+def test_a_run_after_play_shows_its_own_rounds():
+    cb = callbacks.Callbacks(_Loader(tiny_engine("llama")), [], session.Sessions())
+    st = session.new_state()
+    old = real_trace("qwen3", "reanchor", "earliest", "ab. ab. ab.", 48, 0, 1.0)
+    st.update(trace=old, view=len(old["rounds"]) - 2)
+    cb.on_play(st)                        # ▶ play the old trace to its end
+    while st.get("playing"):
+        cb.on_tick(st)
+    assert st["follow"], "playing a finished trace has no live run to stop following"
+    outs = _run(cb, st)
+    caption_i = 1 + views.VIEW_OUTPUTS.index("caption")
+    streamed = [o[caption_i] for o in outs[1:-1] if o[caption_i] != SKIP]
+    assert streamed and streamed[0].startswith("Round 0 (rounds 0–0)"), streamed[:1]
+    new = st["trace"]
+    best = views.instructive(st)
+    assert outs[-1][caption_i].startswith(f"Round {best[0]} (rounds 0–{len(new['rounds']) - 1})")
+
+    # not following (unticked by hand): the inspector leaves the old trace at the run's first round, and the
+    # finished run opens on its most instructive round unless the user picked one of its rounds
+    st.update(follow=False, view=len(new["rounds"]) - 1)
+    outs = _run(cb, st, max_new=20)
+    streamed = [o[caption_i] for o in outs[1:-1] if o[caption_i] != SKIP]
+    assert streamed == [streamed[0]] and streamed[0].startswith("Round 0 (rounds 0–0)"), streamed
+    assert st["view"] == views.instructive(st)[0]
+
+    # a playback still going when Run is pressed stops: its ticks would walk the new run's rounds
+    st.update(follow=True, view=0)
+    cb.on_play(st)
+    _run(cb, st, max_new=8)
+    timer = cb.on_tick(st)[-2]
+    assert not st["playing"] and timer.active is False
