@@ -28,6 +28,11 @@ def piece(token_texts: dict, tok: int) -> str:
 
 def visible(s: str, limit: int | None = None) -> str:
     """Whitespace and control characters made visible, cut to `limit` characters, then escaped."""
+    return plotly_text(_shown(s, limit))
+
+
+def _shown(s: str, limit: int | None = None) -> str:
+    """visible(), not yet escaped."""
     if limit is not None:
         # cut first: a character shows as at least one, so the rest cannot change what is shown, and a
         # loaded trace's token text may be long (walking 300,000 characters per label froze the figure)
@@ -43,7 +48,7 @@ def visible(s: str, limit: int | None = None) -> str:
     text = "".join(out) or "∅"
     if limit is not None and len(text) > limit:
         text = text[: max(1, limit - 1)] + "…"
-    return plotly_text(text)
+    return text
 
 
 def plotly_escape(s: str) -> str:
@@ -98,11 +103,10 @@ def tok_fit(token_texts: dict, tok: int, px: float) -> str:
     """A token's visible text cut to about `px` pixels of 9 px text ("…" ending a cut one), then escaped: a
     label that fits its cell or its position (short words whole; a count of characters cut them all short, or
     let long ones run into their neighbours)."""
-    shown = visible(piece(token_texts, tok), 64)
-    text = html.unescape(shown.replace("&#36;", "$")) if "&" in shown else shown
+    text = _shown(piece(token_texts, tok), 64)
     widths = [char_px(ch) for ch in text]
     if sum(widths) <= px:
-        return shown
+        return plotly_text(text)
     room, n = px - char_px("…"), 0
     while n < len(text) and room >= widths[n]:
         room -= widths[n]

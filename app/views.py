@@ -7,7 +7,7 @@ import json
 
 import gradio as gr
 
-from engine.options import MODES, RULES
+from engine.options import MODES, RULES, UNSHIFTED_MODES
 
 from . import analysis, plots, records, render, session
 from .tokentext import trace_pieces
@@ -126,7 +126,7 @@ def run_settings(trace: dict | None) -> str:
         return ""
     mode, rule = (v if isinstance(v, str) and v in known else "unknown"
                   for v, known in ((cfg.get("mode"), MODES), (cfg.get("rule"), RULES)))
-    parts = [mode if mode in ("ar", "dflash", "ddtree") else f"{mode} / {rule}"]  # those three attach nothing
+    parts = [mode if mode in UNSHIFTED_MODES else f"{mode} / {rule}"]  # no shifted blocks: no rule
     t = cfg.get("temperature")
     if isinstance(t, (int, float)) and not isinstance(t, bool):
         parts.append(f"T {t:g}" + (f", seed {cfg['seed']}" if t > 0 and isinstance(cfg.get("seed"), int) else ""))
