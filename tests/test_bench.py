@@ -386,3 +386,102 @@ def test_tree_nodes_without_a_tree_mode_exits_2(tmp_path):
     todo, _ = bench.plan(_bench_args("--modes", "ddtree,reanchor", "--rules", "all", "--tree-nodes", "8", "--n", "1",
                                      "--sets", "math", "--out", str(tmp_path)))
     assert [v.label for v in todo] == ["ddtree", "reanchor-all", "ddtree@8"]
+
+
+def test_report_tables_of_match_acceptance_alone(tmp_path):
+    """--acceptance match alone: every drafting label ends in -match, and the tables that read plain labels (dflash,
+    reanchor, ...) were left out of report.md without a word; they now read the -match runs, titled as such."""
+    from engine.bench.report import write_report
+
+    t = _asset_traces()[0]
+    modes = ["ar", "dflash", "shifted-fixed", "reanchor", "in-block", "extension", "ddtree", "reanchor-auto"]
+    todo = bench.variants(modes, ["earliest", "all"], None, None, [], ["match"])
+    drafting = {v.label: t for v in todo if v.mode != "ar"}
+    md = write_report(_results(todo, {"d0": {"ar": t, **drafting}, "d1": drafting}, temperature=1.0), tmp_path)
+    titles = ("Table 3", "Trees", "Auto budgets", "Table 4", "Table 7", "Table 5", "Table 6", "Table 8", "Table 1",
+              "Figure 2", "Cost budget")
+    lines = [line for line in md.splitlines() if line.startswith("## ")]
+    for title in titles:
+        assert any(line.startswith(f"## {title}") and line.endswith("(sample-and-match runs)") for line in lines), title
+    assert "| set | dflash-match tau | in-block-match | extension-match | reanchor-match |" in md
+    assert "accepted by sample-and-match alone (`--acceptance match`)" in md
+    # both rules: the tables read the speculative runs, and the header says so
+    todo = bench.variants(modes, ["earliest"], None, None, [], ["speculative", "match"])
+    md = write_report(_results(todo, {"d0": {v.label: t for v in todo}}, temperature=1.0), tmp_path)
+    assert "| set | dflash tau | in-block | extension | reanchor |" in md and "sample-and-match runs)" not in md
+    assert "the tables after the acceptance-rule table read the speculative-sampling runs" in md
+
+
+def test_rerun_into_a_folder_sets_the_earlier_traces_aside(tiny_dirs, capsys):
+    """A second run into the same --out with other modes left the first run's traces beside its own under
+    DIR/traces (a user, the app or a sweep's --resume could take them for this run's): they now move, unchanged, to
+    DIR/earlier-runs/<time>/ with that run's results.json, report.md and figures, and results.json's trace_files
+    lists exactly the traces this run wrote."""
+    from engine.__main__ import main
+
+    tmp, target, drafter, prompts = tiny_dirs
+    out = tmp / "rerun"
+    run = lambda *a: main(["bench", "--prompts", str(prompts), "--target", str(target), "--drafter",  # noqa: E731
+                           str(drafter), "--max-new-tokens", "8", "--out", str(out), *a])
+    files = lambda root: {str(p.relative_to(root)): p.read_bytes()  # noqa: E731
+                          for p in (root / "traces").rglob("*") if p.is_file()}
+    assert run("--modes", "ar,dflash", "--traces") == 0
+    first, first_results = files(out), (out / "results.json").read_text()
+    assert len(first) == 4
+    assert run("--modes", "ar,reanchor", "--traces") == 0
+    want = [f"traces/tiny/{label}/{f}" for label in ("ar", "reanchor") for f in ("p2.json", "p_1.json")]
+    assert sorted(files(out)) == want   # the first run's dflash traces are not beside this run's
+    res = json.loads((out / "results.json").read_text())
+    assert res["trace_files"] == want
+    earlier = out / res["config"]["earlier_traces"]
+    assert earlier.parent == out / "earlier-runs" and files(earlier) == first   # nothing lost
+    assert (earlier / "results.json").read_text() == first_results and (earlier / "fig2_acceptance.html").exists()
+    assert f"moved 4 trace files an earlier run left in {out}" in capsys.readouterr().err
+    assert f"were moved to `{res['config']['earlier_traces']}/`" in (out / "report.md").read_text()
+    # no --traces: results.json names no trace, and the folder holds none of another run's
+    assert run("--modes", "ar,dflash") == 0
+    res = json.loads((out / "results.json").read_text())
+    assert res["trace_files"] == [] and not (out / "traces").exists() and len(list(out.glob("earlier-runs/*"))) == 2
+
+
+def test_rules_without_reanchor_warns(tmp_path, capsys):
+    """--rules all (or any rule but the default) without reanchor in --modes: a warning naming the flag (it was dropped
+    without a word: no reanchor-all run, no Table 8). Not an error: a flag list shared by runs of other modes still
+    runs. reanchor-RULE in --modes needs no --rules."""
+    todo, _ = bench.plan(_bench_args("--modes", "ar,dflash", "--rules", "all", "--n", "1", "--sets", "math",
+                                     "--out", str(tmp_path)))
+    assert [v.label for v in todo] == ["ar", "dflash"]
+    assert capsys.readouterr().err.startswith("warning: --rules all applies to reanchor, which is not in --modes")
+    todo, _ = bench.plan(_bench_args("--modes", "dflash,reanchor-all", "--n", "1", "--sets", "math",
+                                     "--out", str(tmp_path)))
+    assert [v.label for v in todo] == ["dflash", "reanchor-all"]
+    todo, _ = bench.plan(_bench_args("--modes", "reanchor", "--rules", "earliest,all", "--n", "1", "--sets", "math",
+                                     "--out", str(tmp_path)))
+    assert [v.label for v in todo] == ["reanchor", "reanchor-all"] and capsys.readouterr().err == ""
+
+
+def test_report_trees_table_for_reanchor_tree_alone(tmp_path):
+    """--modes ar,dflash,reanchor-tree: the Trees table (tau and speed over dflash) needed ddtree in --modes too, and
+    was left out without a word; it now shows any tree mode against the chain."""
+    from engine.bench.report import write_report
+
+    t = _asset_traces()[0]
+    todo = bench.variants(["ar", "dflash", "reanchor-tree"], ["earliest"], None)
+    md = write_report(_results(todo, {"d": {v.label: t for v in todo}}), tmp_path)
+    assert "## Trees: tau / tau over dflash / speed over dflash\n\n| set | dflash | reanchor-tree |" in md
+
+
+def test_rerun_drops_figures_its_report_does_not_draw(tmp_path):
+    """A rerun into a folder whose report draws no budget curve (no --tree-nodes) or no Figure 2 (no dflash or
+    reanchor run) left the earlier run's budget_curve.html and fig2_acceptance.html beside the new results, showing
+    that run's numbers; a figure this report draws is written anew."""
+    t = _asset_traces()[0]
+    for name in ("budget_curve.html", "fig2_acceptance.html"):
+        (tmp_path / name).write_text("an earlier run's figure")
+    todo = bench.variants(["ar", "dflash"], ["earliest"], None)
+    bench.write_results(tmp_path, _results(todo, {"d": {v.label: t for v in todo}}))
+    assert not (tmp_path / "budget_curve.html").exists()
+    assert "an earlier run's" not in (tmp_path / "fig2_acceptance.html").read_text()
+    todo = bench.variants(["ar"], ["earliest"], None)
+    bench.write_results(tmp_path, _results(todo, {"d": {"ar": t}}))
+    assert not (tmp_path / "fig2_acceptance.html").exists()

@@ -115,3 +115,29 @@ def test_generate_checks_its_settings_before_loading_models(tmp_path, capsys):
     """A bad mode is named before any model loads: a missing target folder would otherwise be reported first."""
     assert main(["generate", "--prompt", "hi", "--mode", "bogus", "--target", str(tmp_path / "none")]) == 2
     assert capsys.readouterr().err.startswith("error: mode: unknown mode 'bogus'")
+
+
+def test_bench_refuses_drafter_with_drafters_before_loading(tmp_path, capsys):
+    """--drafter beside --drafters was ignored without a word; it is named before any model loads (the target
+    folder here does not exist, and would be reported first otherwise), in the bench and in the sweep."""
+    for extra in ([], ["--ray", "127.0.0.1:1"]):
+        argv = ["bench", "--sets", "math", "--target", str(tmp_path / "none"), "--drafter", "default",
+                "--drafters", "a,b", "--out", str(tmp_path / "out"), *extra]
+        assert main(argv) == 2
+        assert capsys.readouterr().err.startswith("error: drafters: give --drafter or --drafters, not both"), extra
+
+
+def test_ctrl_c_ends_a_command_without_a_traceback():
+    """Ctrl-C where no command catches it (here while the embedded model loads or decodes): one line, exit 130."""
+    import os
+    import signal
+    import time
+
+    p = subprocess.Popen([sys.executable, "-m", "engine", "generate", "--prompt", "Count to a thousand.", "--mode", "ar",
+                          "--max-new-tokens", "4000", "--ignore-eos"], cwd=ROOT, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, env=os.environ | {"OMP_NUM_THREADS": "1"})
+    time.sleep(8)   # past the imports: the handler is main()'s
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 130 and "Traceback" not in err, err[-2000:]
+    assert err.strip().splitlines()[-1] == "interrupted"

@@ -41,3 +41,23 @@ def test_shipped_drafter_is_lossless_on_the_embedded_target(folder):
         assert drafts >= N_NEW // 4, f"{folder.name} {mode}: only {drafts} drafts accepted in {N_NEW} tokens"
         if getattr(eng.models.drafter, "head_modules", None):     # Domino, DSpark: a sequential head
             assert any(r.get("backbone") for r in rounds), f"{folder.name}: the head never changed a token"
+
+
+@pytest.mark.parametrize("folder", [d for d in shipped_drafters() if "dflash" not in d.name and "opd" not in d.name],
+                         ids=lambda d: d.name)
+def test_shipped_variant_config_is_what_saving_it_writes(folder, tmp_path):
+    """A shipped head's config.json is in the released checkpoints' form, as our save writes it (for example Domino's
+    emb_dim at the top level, where SGLang's loader reads it): load it, save it, compare."""
+    import json
+
+    from transformers import AutoConfig
+
+    from engine.models.load import drafter_class
+
+    config = AutoConfig.from_pretrained(folder)
+    cls = drafter_class(config)
+    cls.from_pretrained(folder).save_pretrained(tmp_path)
+    shipped = json.loads((folder / "config.json").read_text())
+    saved = json.loads((tmp_path / "config.json").read_text())
+    saved.pop("transformers_version", None), shipped.pop("transformers_version", None)
+    assert saved == shipped

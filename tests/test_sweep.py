@@ -99,8 +99,9 @@ def assert_same_as(reference: Path, out: Path, ids=None) -> None:
     if ids is None:
         assert untimed(got["runs"]) == untimed(want["runs"])
         assert untimed(got["analyses"]) == untimed(want["analyses"])
-    cfg = {k: v for k, v in untimed(got["config"]).items() if k not in SWEEP_ONLY | {"interrupted"}}
-    assert cfg == {k: v for k, v in untimed(want["config"]).items() if k not in SWEEP_ONLY | {"interrupted"}}
+    this_run = SWEEP_ONLY | {"interrupted", "earlier_traces"}   # what each run says of itself
+    cfg = {k: v for k, v in untimed(got["config"]).items() if k not in this_run}
+    assert cfg == {k: v for k, v in untimed(want["config"]).items() if k not in this_run}
 
 
 def descendants(pid: int) -> list[int]:
@@ -304,6 +305,32 @@ def test_resume_after_interrupt(tiny, cluster, reference):
     assert_same_as(reference, out)
 
 
+def test_resume_keeps_its_jobs_traces_and_sets_the_rest_aside(tiny, reference):
+    """--resume into a folder that also holds traces of no job of this sweep (another mode, set or drafter): they
+    stayed beside the sweep's own, unlisted. Now they move to earlier-runs/, while the finished jobs' traces stay
+    untouched and resumed (every job here: no cluster starts), and results.json's trace_files lists exactly those."""
+    import shutil
+
+    tmp, _ = tiny
+    out = tmp / "resume-strays"
+    shutil.copytree(reference, out)
+    own = {p: p.stat().st_ino for p in (out / "traces").rglob("*.json")}
+    stray = out / "traces" / "tiny" / "dflash" / "p2.json"
+    for where in ("traces/tiny/ddtree/p2.json", "traces/other/ar/p2.json", "drafters/d/traces/tiny/ar/p2.json"):
+        (out / where).parent.mkdir(parents=True)
+        shutil.copy(stray, out / where)
+    rc, _ = sweep(tiny, "resume-strays", "--resume")
+    res = results(out)
+    assert rc == 0 and res["config"]["sweep"]["resumed"] == len(PROMPTS)
+    assert {p: p.stat().st_ino for p in (out / "traces").rglob("*.json")} == own   # kept, not rewritten
+    assert res["trace_files"] == sorted(str(p.relative_to(out)) for p in own) and len(own) == 4 * len(LABELS)
+    earlier = out / res["config"]["earlier_traces"]
+    assert sorted(str(p.relative_to(earlier)) for p in earlier.rglob("*.json") if p.parent != earlier) == [
+        "drafters/d/traces/tiny/ar/p2.json", "traces/other/ar/p2.json", "traces/tiny/ddtree/p2.json"]
+    assert not (out / "drafters").exists()
+    assert_same_as(reference, out)
+
+
 def test_ctrl_c_is_a_flag_that_cannot_be_swallowed():
     """Inside ctrl_c_sets, SIGINT sets the flag instead of raising: code that catches the KeyboardInterrupt (as
     Ray's blocking calls can, inside their own loop) cannot lose it. A second Ctrl-C raises; outside, it raises."""
@@ -383,8 +410,9 @@ def test_resume_takes_a_model_folder_named_another_way(tiny, reference, monkeypa
 def test_drafters_with_ray_is_refused(tiny, capsys):
     """`--drafters A,B --ray` ran --drafter alone, silently: refused, naming --drafters, before any cluster starts."""
     tmp, args = tiny
-    drafter = args[args.index("--drafter") + 1]
-    rc = cli(["bench", *args, "--drafters", f"{drafter},random", "--ray", "local", "--out", str(tmp / "two")])
+    i = args.index("--drafter")
+    drafter, rest = args[i + 1], args[:i] + args[i + 2:]
+    rc = cli(["bench", *rest, "--drafters", f"{drafter},random", "--ray", "local", "--out", str(tmp / "two")])
     line = capsys.readouterr().err.strip().splitlines()[-1]
     assert rc == 2 and line.startswith("error: drafters: a sweep runs one drafter"), line
 

@@ -133,6 +133,21 @@ def test_saved_folder_loads_back_through_load_models(tmp_path, variant, shift):
     assert [r["baseline"] for r in a["rounds"]] == [r["baseline"] for r in b["rounds"]]
 
 
+def test_saved_domino_folder_has_emb_dim_at_the_top_level(tmp_path):
+    """SGLang's Domino loader reads emb_dim at config.json's top level: a saved folder has it there and in
+    dflash_config (it had it only in dflash_config), and loads back with the same head."""
+    m = tiny_variant_models("domino", 3)
+    target_dir, _ = save_tiny(tmp_path, "qwen3", 3)
+    m.drafter.save_pretrained(tmp_path / "drafter")
+    cfg = json.loads((tmp_path / "drafter" / "config.json").read_text())
+    assert cfg["emb_dim"] == cfg["dflash_config"]["emb_dim"] == 8
+    loaded = load_models(str(target_dir), str(tmp_path / "drafter"), "cpu", "float32")
+    assert type(loaded.drafter) is DominoDraftModel and loaded.drafter.embed_proj[0].out_features == 8
+    loaded.drafter.save_pretrained(tmp_path / "again")   # saved again from the loaded folder: still both places
+    again = json.loads((tmp_path / "again" / "config.json").read_text())
+    assert again["emb_dim"] == again["dflash_config"]["emb_dim"] == 8
+
+
 def test_released_key_variants_load(tmp_path):
     """Domino heads nested under `logit_head.` (early checkpoints) and DSpark's copies of the target's embedding
     and head (ignored) load; the drafts are the same."""
@@ -168,6 +183,7 @@ def test_a_folder_that_does_not_fit_names_what_is_missing(tmp_path, variant, fie
         if what == "field":
             cfg = json.loads((folder / "config.json").read_text())
             (cfg["dflash_config"] if variant == "domino" else cfg).pop(field)
+            cfg.pop(field, None)   # Domino's emb_dim sits at the top level too (read from either place)
             (folder / "config.json").write_text(json.dumps(cfg))
         else:
             w = load_file(folder / "model.safetensors")

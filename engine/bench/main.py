@@ -8,7 +8,9 @@ the engine's own (`stats.wall_s`: prefill + rounds, synchronised on CUDA; model 
 tokenisation excluded). Ctrl-C stops after writing the results of the prompts every mode finished.
 Writes DIR/results.json, DIR/report.md (tables shaped like the paper's), DIR/fig2_acceptance.html
 and, with --traces, DIR/traces/<set>/<label>/<prompt id>.json (with several --drafters:
-DIR/drafters/<drafter>/traces/...).
+DIR/drafters/<drafter>/traces/...); results.json's "trace_files" lists them. Traces an earlier run left
+in DIR are not this run's: they move to DIR/earlier-runs/<time>/ (with that run's results.json,
+report.md and figures), before the first prompt.
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ import json
 import os
 import platform
 import re
+import shutil
 import sys
 import time
 from dataclasses import dataclass, replace
@@ -27,7 +30,7 @@ from ..errors import InputError
 from ..options import MODES as ENGINE_MODES
 from ..options import (ACCEPTANCE, RULES, TREE_MODES, UNSHIFTED_MODES, add_model_args, models_from_args,
                        parse_csv, parse_max_shifted, parse_max_trie_nodes, to_int)
-from .report import write_report
+from .report import FIGURES, write_report
 from .sets import PER_SET, SETS, load_set, read_jsonl, sample_prompts
 
 AUTO_MODES = tuple(f"{m}-auto" for m in ENGINE_MODES if m != "ar")   # the cost budget picks k and nodes
@@ -94,8 +97,16 @@ def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", name)
 
 
+def check_drafter_flags(args) -> None:
+    """--drafter and --drafters together: one of them would be ignored without a word."""
+    if getattr(args, "drafters", None) and args.drafter is not None:
+        raise InputError("drafters", f"give --drafter or --drafters, not both (to run {args.drafter} too, "
+                                     "name it in --drafters)")
+
+
 def plan(args) -> tuple[list[Variant], dict[str, list[dict]]]:
     """What to run: the variants (deduplicated by label) and the prompts of each set."""
+    check_drafter_flags(args)
     # no --sets: every set, or none beside --prompts (parse_csv reads None as an empty list)
     set_names = parse_csv(args.sets, SETS, "sets") if args.sets is not None else [] if args.prompts else list(SETS)
     modes = parse_csv(args.modes, ENGINE_MODES + AUTO_MODES + RULE_MODES, "modes")
@@ -104,6 +115,9 @@ def plan(args) -> tuple[list[Variant], dict[str, list[dict]]]:
     sweep = [to_int(x, "tree_nodes", lo=1) for x in (args.tree_nodes or "").split(",") if x.strip()]
     if sweep and not set(modes) & set(TREE_MODES):  # else no MODE@N would run, and no curve, without a word
         raise InputError("tree_nodes", f"needs a tree mode in --modes ({', '.join(TREE_MODES)})")
+    if rules != ["earliest"] and "reanchor" not in modes:  # only reanchor runs once per rule: say it, not silently
+        print(f"warning: --rules {','.join(rules)} applies to reanchor, which is not in --modes: no run per rule "
+              "(give reanchor, or reanchor-RULE, in --modes)", file=sys.stderr)
     todo = list({v.label: v for v in variants(modes, rules, parse_max_shifted(args.max_shifted),
                                               parse_max_trie_nodes(args.max_trie_nodes), sweep, accs)}.values())
     if not todo:
@@ -150,6 +164,11 @@ def run_prompt(eng, ids: list[int], todo: list[Variant], args, max_new: int, on_
     return traces
 
 
+def trace_root(out: Path, drafter: str, n_drafters: int) -> Path:
+    """The folder holding one drafter's traces/: DIR, or DIR/drafters/<drafter> when several run."""
+    return out if n_drafters == 1 else out / "drafters" / _safe(drafter)
+
+
 def trace_path(out: Path, set_name: str, label: str, prompt_id: str) -> Path:
     """Where one prompt's trace of one variant goes (the sweep's --resume looks here too)."""
     return out / "traces" / set_name / label / f"{_safe(prompt_id)}.json"
@@ -162,6 +181,45 @@ def save_traces(out: Path, set_name: str, prompt_id: str, traces: dict[str, dict
         path = trace_path(out, set_name, label, prompt_id)
         path.parent.mkdir(parents=True, exist_ok=True)
         save_trace(path, tr)
+
+
+def trace_files(out: Path) -> list[Path]:
+    """Every file under DIR/traces and DIR/drafters/*/traces (a run's traces, and any an earlier run left)."""
+    roots = [out / "traces", *sorted((out / "drafters").glob("*/traces"))]
+    return [p for r in roots if r.is_dir() for p in sorted(r.rglob("*")) if p.is_file()]
+
+
+def set_aside_traces(out: Path, keep: set[Path] = frozenset()) -> str | None:
+    """Moves the traces an earlier run left in `out` (every trace file but `keep`: a sweep's --resume keeps its
+    finished jobs') to out/earlier-runs/<time>/ under the same relative paths, with that run's figures and copies
+    of its results.json and report.md; deletes nothing. Returns that folder relative to `out`, or None (nothing
+    to move)."""
+    old = [p for p in trace_files(out) if p not in keep]
+    if not old:
+        return None
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    dest, n = out / "earlier-runs" / stamp, 1
+    while dest.exists():
+        n += 1
+        dest = out / "earlier-runs" / f"{stamp}-{n}"
+    for p in old:
+        to = dest / p.relative_to(out)
+        to.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(p, to)
+    for name in ("results.json", "report.md"):
+        if (out / name).is_file():
+            shutil.copy2(out / name, dest / name)
+    for name in FIGURES:   # its report's figures (this run writes its own)
+        if (out / name).is_file():
+            os.replace(out / name, dest / name)
+    for top in (out / "traces", out / "drafters"):   # the folders the move emptied
+        for d in sorted((d for d in top.rglob("*") if d.is_dir()), key=lambda d: len(d.parts), reverse=True) + [top]:
+            if d.is_dir() and not any(d.iterdir()):
+                d.rmdir()
+    where = dest.relative_to(out)
+    print(f"moved {len(old)} trace files an earlier run left in {out} to {out / where} (not this run's)",
+          file=sys.stderr)
+    return str(where)
 
 
 def prepare(eng, todo: list[Variant], sets: dict[str, list[dict]], args) -> None:
@@ -202,8 +260,7 @@ def run_sets(engines: dict, todo: list[Variant], sets: dict[str, list[dict]], ar
                     done[set_name].append((p["id"], traces))
                     if args.traces:
                         for d, trs in traces.items():
-                            save_traces(out if len(engines) == 1 else out / "drafters" / _safe(d), set_name,
-                                        p["id"], trs)
+                            save_traces(trace_root(out, d, len(engines)), set_name, p["id"], trs)
             finally:
                 for b in bars.values():
                     b.close()
@@ -284,11 +341,18 @@ def run_bench(args) -> dict:
     first = next(iter(engines.values()))
     for eng in engines.values():
         prepare(eng, todo, sets, args)
-    done, skipped, interrupted = run_sets(engines, todo, sets, args, Path(args.out))
+    out = Path(args.out)
+    earlier = set_aside_traces(out)   # results.json will be this run's: so is every trace left in DIR
+    done, skipped, interrupted = run_sets(engines, todo, sets, args, out)
     info = engine_info(first, args)
     if len(engines) > 1:  # what each label of Table 3 is (a sweep runs one drafter)
         info["drafter_names"] = {d: e.models.drafter_name for d, e in engines.items()}
     results = aggregate(done, todo, args.temperature, run_config(args, info, todo, load_s, interrupted, skipped))
+    results["config"]["earlier_traces"] = earlier
+    written = [trace_path(trace_root(out, d, len(engines)), s, label, pid)
+               for s, items in done.items() for pid, by_drafter in items for d, trs in by_drafter.items()
+               for label in trs] if args.traces else []
+    results["trace_files"] = sorted(str(p.relative_to(out)) for p in written if p.is_file())
     if any("auto" in (v.max_shifted, v.max_trie_nodes) for v in todo):
         results["cost"] = engine_profile(first).as_dict()
     return results
@@ -400,7 +464,8 @@ def add_bench_args(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--block-size", type=int, default=None,
                    help="draft blocks of this size (default: the drafter's trained size)")
     p.add_argument("--traces", action="store_true", help="save every trace under DIR/traces")
-    p.add_argument("--out", required=True, help="output folder")
+    p.add_argument("--out", required=True,
+                   help="output folder (traces an earlier run left there move to DIR/earlier-runs/<time>/)")
     p.set_defaults(func=main)
     return p
 
@@ -423,16 +488,23 @@ def start_out(args) -> Path:
 
 
 def write_results(out: Path, results: dict) -> None:
-    """DIR/results.json (atomically) and, when a prompt finished, DIR/report.md and Figure 2."""
+    """DIR/results.json (atomically) and, when a prompt finished, DIR/report.md and its figures. A figure an earlier
+    run left that this report does not draw goes: it would show that run's numbers beside this run's results."""
     tmp = out / "results.json.tmp"
     tmp.write_text(json.dumps(results, indent=1), encoding="utf-8")
     os.replace(tmp, out / "results.json")
+    text = write_report(results, out) if results["runs"] else ""
+    for name in FIGURES:
+        if f"]({name})" not in text and (out / name).is_file():
+            (out / name).unlink()
     if results["runs"]:
-        write_report(results, out)
         print(f"wrote {out / 'results.json'} and {out / 'report.md'}", file=sys.stderr)
     else:  # a report.md of an earlier run in this folder would contradict results.json
         skipped = results["config"].get("skipped") or []
+        earlier = results["config"].get("earlier_traces")
         (out / "report.md").write_text("# ReAnchor benchmark\n\nNo prompt finished"
                                        + (f" ({len(skipped)} skipped: {skipped[0]['error']})" if skipped else "")
-                                       + ": no tables.\n", encoding="utf-8")
+                                       + ": no tables.\n"
+                                       + (f"\nTraces an earlier run left in this folder were moved to `{earlier}/`.\n"
+                                          if earlier else ""), encoding="utf-8")
         print(f"no prompt finished; wrote {out / 'results.json'}", file=sys.stderr)

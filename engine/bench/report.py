@@ -33,6 +33,10 @@ def _diff(a, b):
     return a - b if a is not None and b is not None else None
 
 
+FIGURES = ("fig2_acceptance.html", "budget_curve.html")   # what write_figure and write_curve write
+_ACCEPTANCE_NAMES = {"speculative": "speculative sampling", "match": "sample-and-match"}
+
+
 class Results:
     """Lookups into results.json: per (set, label) runs and analyses."""
 
@@ -45,6 +49,16 @@ class Results:
         self.sets = list(dict.fromkeys(r["set"] for r in self.runs))
         self.labels = list(dict.fromkeys(r["label"] for r in self.runs))
         self._by = {(r["set"], r["label"]): r for r in self.runs}
+        # the per-mode tables read one acceptance rule's runs: speculative sampling's, else (--acceptance match
+        # alone) the rule that ran, whose labels end in -match: lab() maps a mode's plain label to its run's
+        accs = [r.get("acceptance", "speculative") for r in self.runs if r.get("mode") != "ar"]
+        self.acceptance = "speculative" if not accs or "speculative" in accs else accs[0]
+        suffix = "" if self.acceptance == "speculative" else f"-{self.acceptance}"
+        self.plain: dict[str, str] = {}
+        for r in self.runs:   # `ar` drafts nothing: one run, under either rule
+            if r.get("mode") == "ar" or r.get("acceptance", "speculative") == self.acceptance:
+                self.plain.setdefault(r["label"].removesuffix(suffix), r["label"])
+        self.note = "" if not suffix else f" ({_ACCEPTANCE_NAMES.get(self.acceptance, self.acceptance)} runs)"
 
     def get(self, s: str, label: str, key: str):
         r = self._by.get((s, label))
@@ -59,11 +73,15 @@ class Results:
     def mean(self, label: str, key: str):
         return _mean(self.get(s, label, key) for s in self.sets)
 
-    def first(self, *cands):
-        return next((c for c in cands if c in self.labels), None)
+    def lab(self, plain: str) -> str | None:
+        """The label that ran for a mode's plain label (`dflash-match` for `dflash` under --acceptance match)."""
+        return self.plain.get(plain)
 
-    def having(self, *cands) -> list[str]:
-        return [c for c in cands if c in self.labels]
+    def first(self, *cands: str) -> str | None:
+        return next((self.plain[c] for c in cands if c in self.plain), None)
+
+    def having(self, *cands: str) -> list[str]:
+        return [self.plain[c] for c in cands if c in self.plain]
 
 
 def header(R: Results) -> list[str]:
@@ -82,9 +100,19 @@ def header(R: Results) -> list[str]:
             + ("" if not cfg["temperature"] else
                f" At T={cfg['temperature']} outputs are samples, so the lossless share is not defined (–): "
                "the tests check instead that every mode samples the target's law. Drafts are sampled at "
-               "T and accepted by speculative sampling against their own law (`-match` columns: "
-               "sample-and-match). Analyses that need the target's choice off the accepted path "
-               "(Table 1, Table 8) use its argmax.")]
+               f"T and accepted {_acceptance_words(R)}. Analyses that need the target's choice off the accepted "
+               "path (Table 1, Table 8) use its argmax.")]
+
+
+def _acceptance_words(R: Results) -> str:
+    """How drafts were accepted at T>0, and which runs the per-mode tables read."""
+    if R.acceptance != "speculative":
+        return (f"by {_ACCEPTANCE_NAMES.get(R.acceptance, R.acceptance)} alone (`--acceptance {R.acceptance}`): "
+                f"every drafting column ends in `-{R.acceptance}`, and the tables below read those runs")
+    if len(R.plain) < len(R.labels):   # both rules ran
+        return ("by speculative sampling against their own law (`-match` columns: sample-and-match); the tables "
+                "after the acceptance-rule table read the speculative-sampling runs")
+    return "by speculative sampling against their own law"
 
 
 def table2(R: Results) -> list[str]:
@@ -110,19 +138,20 @@ def table_acceptance(R: Results) -> list[str]:
 
 
 def tables_4_7(R: Results) -> list[str]:
-    if "dflash" not in R.labels:
+    dfl = R.lab("dflash")
+    if not dfl:
         return []
     md = []
     parts = R.having("in-block", "extension", "reanchor")
     if parts:
-        md += ["\n## Table 4: in-block refinement vs block extension (delta tau / speed over DFlash)\n",
-               _table(["set", "dflash tau"] + parts,
-                      [[s, _f(R.get(s, "dflash", "tau"))] +
-                       [f"{_f(_diff(R.get(s, l, 'tau'), R.get(s, 'dflash', 'tau')), '{:+.2f}')} / "
+        md += [f"\n## Table 4: in-block refinement vs block extension (delta tau / speed over DFlash){R.note}\n",
+               _table(["set", f"{dfl} tau"] + parts,
+                      [[s, _f(R.get(s, dfl, "tau"))] +
+                       [f"{_f(_diff(R.get(s, l, 'tau'), R.get(s, dfl, 'tau')), '{:+.2f}')} / "
                         f"{_x(R.get(s, l, 'speed_vs_dflash'))}" for l in parts] for s in R.sets])]
     steps = R.having("dflash", "shifted-fixed", "reanchor")
     if len(steps) > 1:
-        md += ["\n## Table 7: cumulative ablation (tau)\n",
+        md += [f"\n## Table 7: cumulative ablation (tau){R.note}\n",
                _table(["set"] + steps, [[s] + [_f(R.get(s, l, "tau")) for l in steps] for s in R.sets] +
                       [["mean"] + [_f(R.mean(l, "tau")) for l in steps]])]
     return md
@@ -133,7 +162,7 @@ def table5(R: Results) -> list[str]:
     if not src:
         return []
     a = lambda s, k: R.stat(s, src, "alignment", k)  # noqa: E731
-    return [f"\n## Table 5: start-token alignment (`{src}` runs; of shifted blocks with a match)\n",
+    return [f"\n## Table 5: start-token alignment (`{src}` runs; of shifted blocks with a match){R.note}\n",
             _table(["set", "shifted blocks", "matched", "shifted only", "multiple"],
                    [[s, a(s, "blocks"), a(s, "matched"), _pct(a(s, "shifted_only_rate")),
                      _pct(a(s, "multiple_rate"))] for s in R.sets + ["all"]])]
@@ -141,21 +170,23 @@ def table5(R: Results) -> list[str]:
 
 def table6(R: Results) -> list[str]:
     # fixed-offset: the shifted-fixed mode, or reanchor under --rules fixed (the same assembly)
-    rules = [(r, l) for r, l in (("fixed-offset", R.first("shifted-fixed", "reanchor-fixed")), ("earliest", "reanchor"),
-                                 ("random", "reanchor-random"), ("longest prefix", "reanchor-latest"),
-                                 ("all sites", "reanchor-all")) if l in R.labels]
+    rules = [(r, l) for r, l in (("fixed-offset", R.first("shifted-fixed", "reanchor-fixed")),
+                                 ("earliest", R.lab("reanchor")), ("random", R.lab("reanchor-random")),
+                                 ("longest prefix", R.lab("reanchor-latest")), ("all sites", R.lab("reanchor-all")))
+             if l]
     if len(rules) < 2:
         return []
-    return ["\n## Table 6: attachment rule (mean over sets)\n",
+    return [f"\n## Table 6: attachment rule (mean over sets){R.note}\n",
             _table(["rule", "tau", "speedup"],
                    [[r, _f(R.mean(l, "tau")), _x(R.mean(l, "speedup_vs_ar"))] for r, l in rules])]
 
 
 def table8(R: Results) -> list[str]:
-    if "reanchor-all" not in R.labels:
+    src = R.lab("reanchor-all")
+    if not src:
         return []
-    w = lambda s, k: R.stat(s, "reanchor-all", "earliest_win", k)  # noqa: E731
-    return ["\n## Table 8: earliest-site win rate (rule `all`)\n",
+    w = lambda s, k: R.stat(s, src, "earliest_win", k)  # noqa: E731
+    return [f"\n## Table 8: earliest-site win rate (rule `all`){R.note}\n",
             "Groups with several matching sites (and, in brackets, every eligible group).\n",
             _table(["set", "groups", "earliest wins", "win rate"],
                    [[s, f"{w(s, 'groups')} ({w(s, 'groups_all')})", f"{w(s, 'wins')} ({w(s, 'wins_all')})",
@@ -167,7 +198,7 @@ def table1(R: Results) -> list[str]:
     if not base:
         return []
     p = lambda s, k: R.stat(s, base, "post_rejection_agreement", k)  # noqa: E731
-    return [f"\n## Table 1: post-rejection agreement (`{base}` runs)\n",
+    return [f"\n## Table 1: post-rejection agreement (`{base}` runs){R.note}\n",
             _table(["set", "drafts after the first rejection", "equal to target top-1", "agreement"],
                    [[s, p(s, "total"), p(s, "agree"), _pct(p(s, "rate"))] for s in R.sets + ["all"]])]
 
@@ -176,14 +207,14 @@ def figure2(R: Results, link: str | None = None) -> list[str]:
     """Figure 2's numbers: the full-block share per set (the histogram: `link`, write_figure's file), and
     ReAnchor's gain by credited offset."""
     shown = R.having("dflash", "reanchor")
-    if not R.first("dflash", "reanchor"):
+    if not shown:
         return []
-    md = ["\n## Figure 2: acceptance length (bonus included) and full-block share\n",
+    md = [f"\n## Figure 2: acceptance length (bonus included) and full-block share{R.note}\n",
           *([f"Histogram: [{link}]({link}).\n"] if link else []),
           _table(["set"] + [f"{l} full-block share" for l in shown],
                  [[s] + [_pct(R.stat(s, l, "full_block_share")) for l in shown] for s in R.sets + ["all"]])]
-    if "reanchor" in R.labels:
-        gain = R.stat("all", "reanchor", "gain_by_offset") or {}
+    if R.lab("reanchor"):
+        gain = R.stat("all", R.lab("reanchor"), "gain_by_offset") or {}
         md += ["\nReAnchor's extra accepted drafts over the baseline alone, per credited offset d "
                "(pooled over sets):\n",
                _table(["extra drafts", "in block", "beyond the block", "per round", "rounds that gain",
@@ -202,10 +233,10 @@ def table1_figure2(R: Results, out: Path) -> list[str]:
 
 def budget_tables(R: Results) -> list[str]:
     md = []
-    if "reanchor-auto" in R.labels:
+    if R.lab("reanchor-auto"):
         cmp = R.having("dflash", "reanchor", "reanchor-auto")
         z = lambda l, k, fmt="{:.1f}": _f(R.stat("all", l, "sizes", k), fmt)  # noqa: E731
-        md += ["\n## Cost budget: ReAnchor unbounded (paper) vs auto (cost model)\n",
+        md += [f"\n## Cost budget: ReAnchor unbounded (paper) vs auto (cost model){R.note}\n",
                _table(["set"] + [f"{l} tau / tok/s / speedup" for l in cmp],
                       [[s] + [f"{_f(R.get(s, l, 'tau'))} / {_f(R.get(s, l, 'tokens_per_s'), '{:.1f}')} / "
                               f"{_x(R.get(s, l, 'speedup_vs_ar'))}" for l in cmp] for s in R.sets]),
@@ -224,7 +255,8 @@ def budget_tables(R: Results) -> list[str]:
 
 def table3(R: Results) -> list[str]:
     """The paper's Table 3: each drafter (DFlash and its variants) without and with ReAnchor, one run."""
-    if len(R.drafters) < 2 or not {"dflash", "reanchor"} <= set(R.labels):
+    dfl, rea = R.lab("dflash"), R.lab("reanchor")
+    if len(R.drafters) < 2 or not (dfl and rea):
         return []
     by = {(r["drafter"], r["set"], r["label"]): r for r in R.all_runs}
 
@@ -233,17 +265,17 @@ def table3(R: Results) -> list[str]:
             if s is not None:
                 return (by.get((d, s, label)) or {}).get(key)
             return _mean((by.get((d, x, label)) or {}).get(key) for x in R.sets)
-        t0, t1 = get("dflash", "tau"), get("reanchor", "tau")
-        v0, v1 = get("dflash", "speedup_vs_ar"), get("reanchor", "speedup_vs_ar")
+        t0, t1 = get(dfl, "tau"), get(rea, "tau")
+        v0, v1 = get(dfl, "speedup_vs_ar"), get(rea, "speedup_vs_ar")
         # the speed change needs no `ar`: over the same prompts it is the ratio of tokens/s
-        s0, s1 = (v0, v1) if v0 and v1 else (get("dflash", "tokens_per_s"), get("reanchor", "tokens_per_s"))
+        s0, s1 = (v0, v1) if v0 and v1 else (get(dfl, "tokens_per_s"), get(rea, "tokens_per_s"))
         return [_f(t0), _f(t1), _pct(t1 / t0 - 1 if t0 and t1 else None), _x(v0), _x(v1),
-                _pct(s1 / s0 - 1 if s0 and s1 else None), _pct(get("dflash", "post_rejection_agreement")),
-                _f(get("reanchor", "extra_per_round")), _pct(get("reanchor", "gained_share")),
-                _f(get("reanchor", "per_gained_round"))]
+                _pct(s1 / s0 - 1 if s0 and s1 else None), _pct(get(dfl, "post_rejection_agreement")),
+                _f(get(rea, "extra_per_round")), _pct(get(rea, "gained_share")),
+                _f(get(rea, "per_gained_round"))]
 
     rows = [[d, s or "mean"] + cells(d, s) for d in R.drafters for s in R.sets + [None]]
-    return ["\n## Table 3: drafter variants without and with ReAnchor (tau; speedup over `ar`)\n",
+    return [f"\n## Table 3: drafter variants without and with ReAnchor (tau; speedup over `ar`){R.note}\n",
             "Every drafter runs every prompt in the same process, interleaved prompt by prompt. Post-rejection "
             "agreement: Table 1 of that drafter's `dflash` runs; extra drafts: ReAnchor's accepted drafts beyond the "
             "baseline alone, per round (Figure 2's gain) = the share of rounds that gain x the drafts a gaining round "
@@ -257,14 +289,14 @@ def trees(R: Results) -> list[str]:
     """DDTree and ReAnchor in the same tree against DFlash's chain; the auto budgets against dflash."""
     md = []
     shown = R.having("dflash", "ddtree", "reanchor", "reanchor-tree")
-    if "ddtree" in shown and "dflash" in shown:
+    if R.lab("dflash") and (R.lab("ddtree") or R.lab("reanchor-tree")):   # either tree against the chain
         cell = lambda s, l: (f"{_f(R.get(s, l, 'tau'))} / {_x(R.get(s, l, 'tau_vs_dflash'))} / "  # noqa: E731
                              f"{_x(R.get(s, l, 'speed_vs_dflash'))}")
-        md += ["\n## Trees: tau / tau over dflash / speed over dflash\n",
+        md += [f"\n## Trees: tau / tau over dflash / speed over dflash{R.note}\n",
                _table(["set"] + shown, [[s] + [cell(s, l) for l in shown] for s in R.sets])]
-    autos = [l for l in R.labels if l.endswith("-auto")]
-    if autos and "dflash" in R.labels:
-        md += ["\n## Auto budgets: tokens/s over dflash's (the goal: >= 0.97x on every set)\n",
+    autos = [l for p, l in R.plain.items() if p.endswith("-auto")]
+    if autos and R.lab("dflash"):
+        md += [f"\n## Auto budgets: tokens/s over dflash's (the goal: >= 0.97x on every set){R.note}\n",
                _table(["set"] + autos, [[s] + [_x(R.get(s, l, "speed_vs_dflash")) for l in autos]
                                         for s in R.sets] +
                       [["min"] + [_x(min((v for s in R.sets if (v := R.get(s, l, "speed_vs_dflash")) is not None),
@@ -294,6 +326,9 @@ def write_report(results: dict, out: Path) -> str:
     R = Results(results)
     md = (header(R) + table2(R) + table3(R) + table_acceptance(R) + trees(R) + tables_4_7(R) + table5(R) + table6(R)
           + table8(R) + table1_figure2(R, out) + budget_tables(R) + budget_curve(R, out))
+    if R.cfg.get("earlier_traces"):
+        md += [f"\nTraces an earlier run left in this folder were moved to `{R.cfg['earlier_traces']}/`, with its "
+               "figures and copies of its results.json and report.md; results.json's `trace_files` lists this run's."]
     if R.cfg.get("skipped"):
         md += [f"\nSkipped prompts: {len(R.cfg['skipped'])} ({R.cfg['skipped'][0]['error']}...)"]
     if R.cfg.get("failed"):  # a Ray sweep's jobs given up after repeated failures (not in the tables)

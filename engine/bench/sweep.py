@@ -10,7 +10,8 @@ disk) and aggregates results.json and report.md from them with the bench's own c
 Failures: a worker that dies mid-job (killed, out of memory, node lost) is restarted by Ray and its
 job goes back to the queue, to another worker when one is free; a job is tried at most MAX_ATTEMPTS
 times, then named in results.json ("failed") and the sweep goes on. Only a finished job is saved and
-counted, once (jobs are keyed). `--resume` loads the jobs whose traces are all on disk and runs the rest.
+counted, once (jobs are keyed). `--resume` loads the jobs whose traces are all on disk and runs the rest;
+every other trace in --out (another set, mode or drafter, a job left half done) moves to earlier-runs/.
 
 Only this module imports ray, and only once a sweep starts: the app and the single-process bench never do.
 """
@@ -32,8 +33,9 @@ from pathlib import Path
 
 from ..errors import InputError
 from ..paths import REPO, default_drafter
-from .main import (Variant, aggregate, decode_config, drafter_label, engine_info, parse_drafters, plan, prepare,
-                   run_config, run_prompt, save_traces, start_out, trace_path, write_results)
+from .main import (Variant, aggregate, check_drafter_flags, decode_config, drafter_label, engine_info, parse_drafters,
+                   plan, prepare, run_config, run_prompt, save_traces, set_aside_traces, start_out, trace_path,
+                   write_results)
 from .main import main as bench_main
 
 MAX_ATTEMPTS = 3          # a job that fails (or kills its worker) this often is given up, and named
@@ -389,10 +391,16 @@ def run_sweep(args) -> dict:
     out, args.traces = Path(args.out), True  # the traces are the sweep's record of finished jobs
     jobs = make_jobs(sets, [args.drafter], [args.temperature])
     done = load_finished(out, jobs, todo, args) if args.resume else {}
+    # every other trace in --out is an earlier run's (another set, mode or drafter; a job left half done)
+    earlier = set_aside_traces(out, {p for job in done for p in job.paths(out, todo)})
     sweep = Sweep(None, argparse.Namespace(**{k: v for k, v in vars(args).items() if k != "func"}), todo,
                   deque(j for j in jobs if j not in done), out)
     interrupted = drive(sweep, args, len(jobs), len(done)) if sweep.queue else False
-    return sweep_results(args, todo, sets, jobs, {**done, **sweep.done}, sweep, interrupted, len(done))
+    finished = {**done, **sweep.done}
+    results = sweep_results(args, todo, sets, jobs, finished, sweep, interrupted, len(done))
+    results["config"]["earlier_traces"] = earlier
+    results["trace_files"] = sorted(str(p.relative_to(out)) for j in jobs if j in finished for p in j.paths(out, todo))
+    return results
 
 
 def drive(sweep: Sweep, args, total: int, resumed: int) -> bool:
@@ -503,6 +511,7 @@ def main(args) -> int:
         raise InputError("workers", f"must be at least 1, got {args.workers}")
     if args.device.startswith("cuda:"):
         raise InputError("device", "with --ray each worker uses the GPU Ray gives it: use auto or cuda")
+    check_drafter_flags(args)
     if args.drafters:
         names = parse_drafters(args.drafters)
         if len(names) > 1:   # jobs, traces and results are per drafter: a silent --drafter-only run misleads

@@ -86,9 +86,13 @@ class SequentialDrafter(DFlashDraftModel):
         """As transformers saves, with the released checkpoints' architecture name in config.json."""
         super().save_pretrained(save_directory, *args, **kwargs)
         path = Path(save_directory) / "config.json"
-        cfg = json.loads(path.read_text())
-        cfg["architectures"] = [self.released_architecture]
+        cfg = self.released_config(json.loads(path.read_text()))
         path.write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
+
+    def released_config(self, cfg: dict) -> dict:
+        """config.json (as transformers wrote it) in the released checkpoints' form: their architecture name."""
+        cfg["architectures"] = [self.released_architecture]
+        return cfg
 
     def head_parameters(self) -> list[nn.Parameter]:
         return [p for name in self.head_modules if getattr(self, name, None) is not None
@@ -169,6 +173,12 @@ class DominoDraftModel(SequentialDrafter):
         self.embed_proj = nn.Sequential(nn.Linear(H + G, R, bias=False), nn.SiLU(),
                                         nn.Linear(R, config.vocab_size, bias=False))
         self.post_init()
+
+    def released_config(self, cfg: dict) -> dict:
+        """Also emb_dim at the top level, where SGLang's Domino loader reads it (dflash_config keeps it too)."""
+        cfg = super().released_config(cfg)
+        cfg["emb_dim"] = self.embed_proj[0].out_features
+        return cfg
 
     @classmethod
     def from_pretrained(cls, *args, **kwargs):
