@@ -35,6 +35,8 @@ for any token fixed before the coins, since one may condition on it.)
   Such rows are point masses.
 - Under a trie node cap a path's length in the trie depends on its tokens (a token matching an
   existing node fits, a new one may not): only paths that fit whole (Trie.whole) use their laws.
+  The first path (the baseline) is the exception: all its tokens are new, so the cap cuts it at a
+  fixed depth, and it keeps its law.
 Drafters and tree builders plug in through `law_of(source, j)`: a law, or None for a
 deterministic proposal, so sampled and deterministic proposals mix in one trie. A deterministic
 proposal (a top-k child, an argmax draft) may depend on the round's state and on the tokens of its

@@ -13,8 +13,9 @@ class Trie:
     depths: list[int]
     provenance: list[list[int]]                     # path indices through each node
     path_nodes: list[list[int]] = field(default_factory=list)  # node ids along each path
-    # path i had room for all its tokens even had every one been new: its length in the trie then
-    # does not depend on its tokens (what speculative sampling needs to trust its draws' laws)
+    # path i's length in the trie does not depend on its tokens (what speculative sampling needs to
+    # trust its draws' laws): it had room for all of them even had every one been new, or it is the
+    # first path (all its tokens are new: a node cap cuts it at a fixed depth)
     whole: list[bool] = field(default_factory=list)
 
     def __len__(self) -> int:
@@ -34,7 +35,7 @@ def build_trie(paths: list[list[int]], max_nodes: int | None = None) -> Trie:
         if path[0] != root:
             raise ValueError("every path must start at the anchor")
         node, nodes = 0, [0]
-        trie.whole.append(max_nodes is None or len(trie) + len(path) - 1 <= max_nodes)
+        trie.whole.append(max_nodes is None or i == 0 or len(trie) + len(path) - 1 <= max_nodes)
         trie.provenance[0].append(i)
         for depth, tok in enumerate(path[1:], start=1):
             child = children.get((node, tok))

@@ -118,3 +118,20 @@ def test_a_run_left_early_still_gives_its_trace():
         trace = validate_trace(run.trace())
         assert run.result["stopped"] and len(trace["rounds"]) == 2
         assert len(trace["output_ids"]) == 1 + sum(len(r["new_tokens"]) for r in trace["rounds"]) < 40
+
+
+def test_edges_are_lossless():
+    """The last rounds (blocks shrinking to max_new_tokens, paths cut at its depth) and node caps of 1
+    and 2, in every mode and rule, for a DFlash and a shift-label Domino drafter (block = B + 1)."""
+    from tiny import tiny_variant_models
+    for models in (tiny_models("qwen3", 4, block_size=5),
+                   tiny_variant_models("domino", 1, block_size=5, shift_label=True)):
+        eng = Engine(models)
+        ids = eng.encode_prompt("ab c")
+        want = greedy_reference(eng.models.target, ids, 7)
+        for mode, rule in configs():
+            for n in (2, 5, 7):
+                for k, nodes in ((None, None), (1, 1), (None, 2), (0, 3)):
+                    run = eng.run(ids, DecodeConfig(mode=mode, rule=rule, max_new_tokens=n, max_shifted=k,
+                                                    max_trie_nodes=nodes, ignore_eos=True))
+                    assert run.finish()["output_ids"] == want[:n], (models.drafter_name, mode, rule, n, k, nodes)

@@ -11,7 +11,8 @@ Breakages this catches (each tried by hand; see the report): testing a block att
 sites against its law (rule "all"), ignoring the node cap (Trie.whole), the residual p instead of
 max(p - q, 0), shifted paths before the baseline, proposing a baseline draw twice at one node,
 testing the draws of a trie the auto node budget cut by their scores against their laws
-(round.fit_nodes must mark such paths as not whole).
+(round.fit_nodes must mark such paths as not whole). And the other way: a baseline a node cap cuts
+short must keep its law (test_a_node_cap_below_the_block_keeps_the_baseline_law).
 """
 from __future__ import annotations
 
@@ -205,6 +206,8 @@ CASES = [  # (mode, rule, shifted blocks, sequential laws, zeros, max_nodes, law
     ("extension", "latest", 2, True, True, 6, ()),
     ("reanchor", "earliest", 2, True, False, "best", ()),
     ("dflash", "earliest", 0, False, False, "best", ()),
+    ("dflash", "earliest", 0, True, True, 2, ()),        # a cap below the block: the baseline cut short
+    ("reanchor", "latest", 2, True, False, 2, ()),
 ]
 
 
@@ -213,6 +216,20 @@ def test_speculative_sampling_is_exact(mode, rule, k, seq, zeros, max_nodes, law
     for seed in range(2):
         world = World(seed * 7 + k, 1 + k, seq, zeros)
         assert_target_law(world, round_law(world, mode, rule, max_nodes, lawless))
+
+
+def test_a_node_cap_below_the_block_keeps_the_baseline_law():
+    """The first path's tokens are all new, so a node cap cuts it at a fixed depth: its draws keep
+    their laws (Trie.whole). With room for one draft it passes with sum_x min(p, q)(x), DFlash's
+    rejection sampling, not sum_x p(x) q(x) (sample-and-match, as point masses would give)."""
+    for seed in range(3):
+        world = World(seed, 1, False, False)
+        law = round_law(world, "dflash", "earliest", 2)
+        assert_target_law(world, law)
+        p, q = world.p[(BEFORE, ANCHOR)], world.q[0][1][ANCHOR]
+        accepted = sum(x for out, x in law.items() if len(out) == 2)
+        assert accepted == pytest.approx(sum(map(min, p, q)), abs=1e-12)
+        assert accepted > sum(a * b for a, b in zip(p, q)) + 1e-3
 
 
 def test_tiny_temperatures_decode_greedily():

@@ -173,3 +173,17 @@ def test_auto_budget_is_lossless_and_says_why(mode):
         b = r["budget"]
         assert len(r["trie"]["tokens"]) <= b["nodes"] and b["expected_tokens"] >= 1 and b["expected_ms"] > 0
         assert len(r["shifted"]) == b["shifted"] <= b["available"]
+
+
+def test_auto_shifted_blocks_leave_a_tree_its_node_budget():
+    """max_shifted "auto" alone: the budget picks the shifted blocks, and the tree keeps its own node
+    budget (DEFAULT_TREE_NODES). The chain modes' node cap it used to take instead grew with the very
+    tries it measured: up to 159 nodes a round here."""
+    from engine.decode.cost import budget_for
+    from engine.options import DEFAULT_TREE_NODES
+
+    eng = Engine(tiny_models("qwen3", 4, block_size=8))
+    cfg = DecodeConfig(mode="reanchor-tree", max_new_tokens=40, max_shifted="auto", ignore_eos=True)
+    rounds = list(eng.run(eng.encode_prompt("ab c"), cfg, budget_for(eng, cfg)))
+    assert any(r["budget"]["shifted"] for r in rounds)
+    assert all(len(r["trie"]["tokens"]) <= DEFAULT_TREE_NODES for r in rounds)

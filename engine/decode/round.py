@@ -92,7 +92,8 @@ def decode_round(eng: Engine, st: State, rc: RoundConfig, index: int) -> tuple[d
     m, k_cap, node_cap = len(offsets), rc.max_shifted, rc.max_trie_nodes
     if rc.auto_shifted:  # how many shifted blocks pay, from the run's estimates so far
         k_cap, chain_cap = rc.budget.shifted(m)
-        node_cap = node_cap or (None if rc.auto_nodes else chain_cap)
+        if rc.mode not in TREE_MODES:  # a tree keeps its own node budget (DEFAULT_TREE_NODES)
+            node_cap = node_cap or (None if rc.auto_nodes else chain_cap)
     offsets = offsets[:k_cap] if isinstance(k_cap, int) else offsets
 
     draft_ms, drafts = 0.0, None
