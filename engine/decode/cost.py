@@ -9,13 +9,24 @@ node costs time, so the best number of shifted blocks depends on the hardware. T
    shifted blocks) and of one verify call vs the trie size N, tabulated and read back by
    piecewise-linear interpolation (linear extrapolation past the last point);
 2. keeps running estimates from each verified round (`Stats.observe`): the drafts the baseline
-   alone accepts, the extra accepted drafts credited to each offset d (analyses.round_gain), the
-   trie nodes a shifted block adds, and calibration factors measured time / profiled time;
+   alone accepts (in a tree, along any of g(0)'s own branches), the extra accepted drafts credited to
+   each offset d (analyses.round_gain), the trie nodes a round verifies, and calibration factors
+   measured time / profiled time;
 3. picks, per round (`choose_budget`), the k maximising expected tokens per unit time:
 
        E(k) = 1 + acc0 + sum_{d<=k} gain[d]        (accepted drafts + the bonus)
-       T(k) = c_d * draft(1+k) + c_v * verify(B + k * nodes_per_block) + overhead
+       T(k) = c_d * draft(1+k) + c_v * verify(N(k)) + overhead
        k*   = argmax_k E(k) / T(k),   n_nodes = B + 1.5 * k* * nodes_per_block (a cap for outliers)
+
+   N(k), the nodes a round verifies with k shifted blocks (`Stats.trie_nodes`), depends on who sizes
+   the trie. A chain (no node budget of its own) verifies g(0)'s nodes plus what each block adds:
+   N(k) = base + k * nodes_per_block, both counted from the per-node "block" facts (the block that
+   proposed each verified node). A tree is sized by its own node budget, whatever k: a fixed one
+   (max_trie_nodes, else DEFAULT_TREE_NODES) verifies exactly that many nodes, and shifted blocks only
+   take the place of g(0)'s lower-ranked branches (so the trie's nodes beyond B are not "nodes the
+   blocks add": most are g(0)'s own top-k branches); the auto node budget verifies what pays among a
+   fixed pool (the running mean of what it picked). The same holds for a chain under the auto node
+   budget (`choose_nodes` after drafting): N(k) is then its running mean too.
 
 A drafter with a confidence head (DSpark) estimates, per drafted position, the probability that it is
 accepted given the positions before it were. It enters the one model through the per-node scores the
@@ -39,6 +50,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..analyses import baseline_accepted, round_gain
+from ..options import DEFAULT_TREE_NODES, TREE_MODES, parse_max_trie_nodes
 from .config import auto_fields
 
 DRAFT_SIZES = (1, 2, 4, 8, 16)            # beyond: linear extrapolation (rarely needed on a CPU)
@@ -99,8 +111,13 @@ class Stats:
     acc0_sum: float = 0.0
     gain_sum: dict[int, float] = field(default_factory=dict)
     gain_n: dict[int, int] = field(default_factory=dict)
-    nodes_sum: float = 0.0
+    nodes_sum: float = 0.0       # verified nodes shifted blocks proposed (chains), over the blocks drafted
     blocks_sum: float = 0.0
+    base_sum: float = 0.0        # verified nodes g(0) proposed, anchor included (chains), over base_n rounds
+    base_n: int = 0
+    size_sum: float = 0.0        # verified nodes, over rounds (a trie its node budget sizes)
+    fixed_nodes: int | None = None   # a tree's fixed node budget: verified whatever k
+    sized: bool = False          # a node budget (a tree's own, or the auto one) sizes the trie, not k
     draft_scale: float = 1.0     # measured / profiled time, exponential moving averages
     verify_scale: float = 1.0
     overhead_ms: float = 0.0
@@ -113,18 +130,35 @@ class Stats:
             (self.gain_n.get(d, 0) + PRIOR_WEIGHT)
 
     def nodes_per_block(self, B: int) -> float:
-        return (self.nodes_sum + B / 2) / (self.blocks_sum + 1)  # prior: half a block
+        """Verified nodes one shifted block adds to a chain (prior: half a block)."""
+        return (self.nodes_sum + B / 2) / (self.blocks_sum + 1)
+
+    def trie_nodes(self, k: int, B: int) -> float:
+        """N(k): the nodes a round verifies, anchor included, when it drafts k shifted blocks."""
+        if self.fixed_nodes is not None:
+            return float(self.fixed_nodes)
+        if self.sized:
+            return (self.size_sum + B) / (self.rounds + 1)                 # prior: one block
+        return (self.base_sum + B) / (self.base_n + 1) + k * self.nodes_per_block(B)   # prior: g(0)'s chain
 
     def observe(self, rnd: dict, profile: Profile, ema: float = 0.2) -> None:
         self.rounds += 1
-        self.acc0_sum += baseline_accepted(rnd)
         k = len(rnd["shifted"])
         credited, extra = round_gain(rnd)
+        # d = 0: a branch of g(0)'s own ranking (tree modes) carried the gain: the baseline's
+        self.acc0_sum += baseline_accepted(rnd) + (extra if credited == 0 else 0)
         for b in rnd["shifted"]:
             self.gain_n[b["d"]] = self.gain_n.get(b["d"], 0) + 1
             self.gain_sum[b["d"]] = self.gain_sum.get(b["d"], 0.0) + (extra if b["d"] == credited else 0)
+        trie = rnd["trie"]
+        N = len(trie["tokens"])
+        self.size_sum += N
+        # who proposed each verified node (round.py always records it); without: whole baseline chain
+        by_shifted = sum(b != 0 for b in trie["block"]) if "block" in trie else max(N - rnd["block_size"], 0)
+        self.base_sum += N - by_shifted
+        self.base_n += 1
         if k:
-            self.nodes_sum += len(rnd["trie"]["tokens"]) - rnd["block_size"]
+            self.nodes_sum += by_shifted
             self.blocks_sum += k
         # calibrate the synthetic profile against real calls (context length, mask building...)
         if rnd["draft_ms"] > 0:
@@ -145,7 +179,7 @@ def choose_budget(profile: Profile, stats: Stats, m_available: int) -> tuple[int
     for k in range(m_available + 1):
         if k:
             expect += stats.gain(k)
-        t = (stats.draft_scale * profile.draft(1 + k) + stats.verify_scale * profile.verify(B + k * npb)
+        t = (stats.draft_scale * profile.draft(1 + k) + stats.verify_scale * profile.verify(stats.trie_nodes(k, B))
              + stats.overhead_ms)
         if expect / max(t, 1e-6) > best_rate:
             best_k, best_rate = k, expect / max(t, 1e-6)
@@ -216,9 +250,12 @@ class Budget:
     how many of the drafted nodes (best first) to verify; `observe(round_record)` after verifying.
     Build one with `budget_for(engine, cfg)`: the hardware profile is measured once per engine."""
 
-    def __init__(self, profile: Profile):
+    def __init__(self, profile: Profile, tree_nodes: int | str | None = None, auto_nodes: bool = False):
+        """`tree_nodes`: in a tree mode, its node budget (an int, or "auto"); None for a chain.
+        `auto_nodes`: the node budget (`nodes`) sizes the verified trie. Either way k no longer does."""
         self.prof = profile
-        self.stats = Stats()
+        self.stats = Stats(fixed_nodes=tree_nodes if isinstance(tree_nodes, int) else None,
+                           sized=tree_nodes is not None or auto_nodes)
         self.calib = Calibration()
         self.picks: list[tuple[int, int, int | None]] = []   # (m, k, n_nodes) per round
 
@@ -260,4 +297,9 @@ def engine_profile(engine, **kw) -> Profile:
 def budget_for(engine, cfg) -> Budget | None:
     """A fresh per-run budget when `cfg` asks for one ("auto" shifted blocks in a mode that drafts
     them, or "auto" trie nodes in any speculative mode), else None."""
-    return Budget(engine_profile(engine)) if any(auto_fields(cfg)) else None
+    auto_k, auto_n = auto_fields(cfg)
+    if not (auto_k or auto_n):
+        return None
+    nodes = parse_max_trie_nodes(cfg.max_trie_nodes)
+    tree = (nodes or DEFAULT_TREE_NODES) if cfg.mode in TREE_MODES else None   # an int or "auto"
+    return Budget(engine_profile(engine), tree, auto_n)

@@ -1,0 +1,82 @@
+"""The auto budget's verify term in the tree modes (engine/decode/cost.py): a tree verifies what its own node
+budget sizes, whatever the number k of shifted blocks drafted, so the budget must not charge each block for
+trie nodes measured as (trie size - B) / k: those are mostly g(0)'s own top-k branches, and they are verified
+with or without the blocks."""
+from __future__ import annotations
+
+import pytest
+
+from engine.decode import DecodeConfig, Engine
+from engine.decode import cost
+from engine.options import DEFAULT_TREE_NODES
+from tiny import tiny_models
+
+# drafting is free, every verified node costs 1 ms: only the verified trie size moves T(k)
+FREE_DRAFTS = dict(draft_n=[1, 16], draft_ms=[1.0, 1.0], verify_n=[1, 128], verify_ms=[1.0, 128.0])
+
+
+def _run(monkeypatch, cfg: DecodeConfig, seed: int = 1):
+    eng = Engine(tiny_models("qwen3", seed, block_size=8))
+    prof = cost.Profile(eng.block_size, **FREE_DRAFTS)
+    monkeypatch.setattr(cost.Profile, "measure", classmethod(lambda cls, engine, **kw: prof))
+    budget = cost.budget_for(eng, cfg)
+    return eng, budget, list(eng.run(eng.encode_prompt("ab c"), cfg, budget))
+
+
+def test_a_fixed_tree_charges_a_shifted_block_its_drafting_only(monkeypatch):
+    """reanchor-tree, max_shifted="auto", the tree's default node budget: every round verifies
+    DEFAULT_TREE_NODES nodes whatever k, so with free drafting and a positive gain estimate for every
+    offset (the optimistic prior keeps it positive) drafting every retained block is the best rate.
+    The old estimate charged each block (32 - B) / k nodes of verification and drafted fewer."""
+    cfg = DecodeConfig(mode="reanchor-tree", max_new_tokens=40, max_shifted="auto", ignore_eos=True)
+    eng, budget, rounds = _run(monkeypatch, cfg)
+    B = eng.block_size
+    drafted = [r for r in rounds if r["budget"]["available"]]
+    assert len(drafted) >= 5
+    for r in drafted:
+        assert r["budget"]["shifted"] == r["budget"]["available"], (r["round"], r["budget"])
+    full = [r for r in rounds if r["block_size"] == B]          # the run's last blocks shrink
+    assert all(len(r["trie"]["tokens"]) == DEFAULT_TREE_NODES for r in full)
+    for k in (0, 1, 7):  # the modelled size is the verified size, for any k
+        assert budget.stats.trie_nodes(k, B) == DEFAULT_TREE_NODES
+
+
+def test_the_auto_node_budget_sizes_a_tree_whatever_k(monkeypatch):
+    """reanchor-tree-auto (max_shifted and max_trie_nodes "auto"): the node budget picks the verified size
+    after drafting; the modelled size is its running mean (prior: one block), the same for every k."""
+    cfg = DecodeConfig(mode="reanchor-tree", max_new_tokens=40, max_shifted="auto", max_trie_nodes="auto",
+                       ignore_eos=True)
+    eng, budget, rounds = _run(monkeypatch, cfg)
+    B = eng.block_size
+    sizes = [len(r["trie"]["tokens"]) for r in rounds]
+    want = (sum(sizes) + B) / (len(sizes) + 1)
+    assert [budget.stats.trie_nodes(k, B) for k in (0, 3, 7)] == pytest.approx([want] * 3)
+
+
+def test_a_chain_still_pays_per_block(monkeypatch):
+    """A chain (max_shifted "auto", no node budget): g(0)'s chain plus what each block adds, counted from
+    the per-node "block" facts (the chain's verified size does grow with k)."""
+    cfg = DecodeConfig(mode="reanchor", max_new_tokens=40, max_shifted="auto", ignore_eos=True)
+    eng, budget, rounds = _run(monkeypatch, cfg)
+    B = eng.block_size
+    st = budget.stats
+    by_shifted = sum(sum(b != 0 for b in r["trie"]["block"]) for r in rounds if r["shifted"])
+    blocks = sum(len(r["shifted"]) for r in rounds)
+    assert st.nodes_per_block(B) == pytest.approx((by_shifted + B / 2) / (blocks + 1))
+    assert st.trie_nodes(3, B) == pytest.approx(st.trie_nodes(0, B) + 3 * st.nodes_per_block(B))
+
+
+def test_a_tree_branch_gain_counts_as_the_baseline_s():
+    """In a tree, extra drafts accepted along a branch of g(0)'s own ranking (round_gain credits d = 0) are what
+    the baseline alone accepts (acc0), not lost: E(k) = 1 + acc0 + sum of the blocks' gains."""
+    # anchor 0 -> g(0)'s rank-0 token 1 (rejected) and its rank-1 sibling 2 (accepted), then 3
+    rnd = {"shifted": [], "baseline": [0, 1, 5], "block_size": 3, "accepted": 2, "accepted_nodes": [0, 2, 3],
+           "paths": [{"source": 0, "site": None, "tokens": [0, 1, 5]},
+                     {"source": 0, "site": None, "tokens": [0, 2, 3]}],
+           "trie": {"tokens": [0, 1, 2, 5, 3], "parents": [-1, 0, 0, 1, 2], "depths": [0, 1, 1, 2, 2],
+                    "provenance": [[0, 1], [0], [1], [0], [1]], "block": [0, 0, 0, 0, 0]},
+           "draft_ms": 1.0, "verify_ms": 1.0, "round_ms": 2.0}
+    prof = cost.Profile(3, **FREE_DRAFTS)
+    st = cost.Stats()
+    st.observe(rnd, prof)
+    assert st.acc0() == 2
