@@ -159,7 +159,7 @@ class Callbacks:
             at, st["view"], st["view_zero"] = 0, 0, True
             _, cap_out, fig_out = views.round_outputs(st, 0, prefetch=False)
         if now - clock["tl"] >= TIMELINE_INTERVAL_S * max(1.0, i / TIMELINE_ROUNDS) or i == 0:
-            tl_out, clock["tl"] = views.timeline_json(live), now
+            tl_out, clock["tl"] = views.timeline_json(live, st.get("view")), now
         status = "stopping at the next round…" if st.get("stopping") else f"running… round {i}"
         return _pad((st, views.text(live, tail=STREAM_TAIL), views.metrics(st, status),
                      views.slider(live, at), cap_out, fig_out, tl_out,
@@ -181,7 +181,7 @@ class Callbacks:
         log.info("run started: %s", config)
         yield _pad((st, skip, views.metrics(st, "running… (prefill)"), skip, skip, skip, skip,
                     gr.update(interactive=False), skip, skip, skip, gr.update(value=None), "",
-                    *views.compare_reset(st)))
+                    *views.compare_reset(st), gr.update(value=None)))  # token_no: a number in the old text
         try:
             for live, rec in stream_run(engine, run, ids, config):
                 st.update(trace=live, trace_file=None, example=False, freed=None)
@@ -201,7 +201,7 @@ class Callbacks:
         self.sessions.touch(st)
         status = "stopped" if (run.result or {}).get("stopped") else "done"
         yield views.show_trace(st, st.get("view", 0) if st.get("view_in_run") and not st.get("follow") else None,
-                               status)
+                               status, new_text=False)
 
     def on_stop(self, st):
         """Ends this session's run at the next round boundary; the run's own updates report it."""

@@ -2,12 +2,13 @@
 and the timeline, the plotly.js script tag, the theme and the CSS; app.ui wires them to the components."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import gradio as gr
 import plotly
 
-from . import render
+from . import plots, render
 
 # Clicking a token (a span with data-r / data-k in the text view) sends its round to Python.
 JS_TOKEN_CLICK = """
@@ -61,6 +62,7 @@ const caption = (html) => {
 // the shown round's tokens highlighted in the text view
 window.__rxMark = (r) => {
   if (r !== undefined) window.__rxRound = r;
+  if (window.__rxFrame) window.__rxFrame();  // and framed on the timeline
   const box = document.querySelector('#rx-text-box');
   if (!box || window.__rxRound === undefined) return;
   box.querySelectorAll('span.cur').forEach((e) => e.classList.remove('cur'));
@@ -133,14 +135,29 @@ if (!window.__rxNavBound) {  // on the document: the buttons may mount after thi
 """
 
 # The timeline, drawn the same way (a gr.Plot kept detached DOM alive on every streamed update: 1.4 M
-# nodes after a 2,000-round run); a click on a bar opens that round.
+# nodes after a 2,000-round run); a click on a bar opens that round. The frame around the round in view
+# (app.plots.view_frame) follows the round figure (window.__rxRound) on every round switch, moved by hand:
+# Plotly.relayout of a shape redraws every bar (0.55 s a switch on a 2,000-round timeline). Its drawn paths
+# shift along x; the layout keeps the new place for Plotly's next redraw (a resize, a streamed timeline).
 JS_TIMELINE = """
+const VIEW = __VIEW__;
+window.__rxFrame = () => {
+  const d = element.querySelector('.rx-plot'), r = window.__rxRound, full = d && d._fullLayout;
+  if (!full || !full.xaxis || !full.shapes || r === undefined) return;
+  (d.layout.shapes || []).forEach((s, k) => {
+    const drawn = full.shapes[k], path = d.querySelector(`.shapelayer path[data-index="${k}"]`);
+    if (s.name !== VIEW || !drawn) return;
+    s.x0 = r - 0.5; s.x1 = r + 0.5;
+    if (path) path.setAttribute('transform', `translate(${full.xaxis.l2p(r - 0.5) - full.xaxis.l2p(drawn.x0)},0)`);
+  });
+};
 const draw = () => {
   const d = element.querySelector('.rx-plot');
   if (!window.Plotly || !d) { setTimeout(draw, 100); return; }
   if (!props.value) return;
   const f = JSON.parse(props.value);
   Promise.resolve(window.Plotly.react(d, f.data, f.layout, {responsive: true, displaylogo: false})).then(() => {
+    window.__rxFrame();  // a streamed timeline may be older than the round figure shown
     if (d.on && !d.__rxBound) {
       d.__rxBound = true;
       d.on('plotly_click', (ev) => {
@@ -152,7 +169,7 @@ const draw = () => {
 };
 watch('value', draw);
 draw();
-"""
+""".replace("__VIEW__", json.dumps(plots.VIEW_MARK))
 
 SYSTEM_FONTS = ["system-ui", "-apple-system", "Segoe UI", "Roboto", "Helvetica Neue", "Arial",
                 "DejaVu Sans", "sans-serif"]

@@ -25,6 +25,11 @@ ACCEPT_COLOR = "#1a9e50"
 # One colour per shifted offset d (cycled): distinct from the baseline blue.
 D_COLORS = ["#e4572e", "#17a398", "#c44fa0", "#8a6d1d", "#f08c2b", "#4f9d2d", "#d1495b", "#2e86ab"]
 EXT_FILL = "rgba(240,180,0,0.10)"
+# The round in view, on the timeline: framed in the near-black that frames its tokens in the text view
+# (render.CSS span.cur). VIEW_MARK names the frame (its legend entry; page.JS_TIMELINE moves it by name).
+VIEW_COLOR = "#111"
+VIEW_FILL = "rgba(17,17,17,0.10)"
+VIEW_MARK = "round in view"
 MAX_OTHER_SITES = 3   # matching sites drawn per row besides the attached ones
 MAX_CELL_TEXTS = 160  # labelled grid cells per figure (discarded blocks: hover only)
 FONT = dict(family="system-ui, -apple-system, 'Segoe UI', Roboto, 'DejaVu Sans', sans-serif", size=11)
@@ -408,9 +413,18 @@ def top_title(text: str, size: int) -> dict:
                 yanchor="top", pad=dict(t=8 + 9 * (lines - 1)))
 
 
-def timeline_figure(rounds: list[dict], title: str = "accepted length per round", narrow: bool = False) -> go.Figure:
-    """Stacked bars per round: baseline-alone drafts, shifted gain, bonus. `narrow` (the Compare panel's half
-    width): the legend on a line of its own, under the title."""
+def view_frame(i: int) -> list[dict]:
+    """The round in view (i) on the timeline: a frame around its bar, full height, over the bars, and a grey band
+    under them (the bar keeps its colours). Both named VIEW_MARK; the frame is the legend's entry."""
+    at = dict(type="rect", name=VIEW_MARK, xref="x", yref="paper", x0=i - 0.5, x1=i + 0.5, y0=0, y1=1)
+    return [{**at, "fillcolor": VIEW_FILL, "line": {"width": 0}, "layer": "below", "showlegend": False},
+            {**at, "line": {"color": VIEW_COLOR, "width": 2.5}, "layer": "above", "showlegend": True}]
+
+
+def timeline_figure(rounds: list[dict], title: str = "accepted length per round", narrow: bool = False,
+                    view: int | None = None) -> go.Figure:
+    """Stacked bars per round: baseline-alone drafts, shifted gain, bonus; `view`, the round in view, framed
+    (view_frame). `narrow` (the Compare panel's half width): the legend on a line of its own, under the title."""
     parts = [records.round_lengths(r) for r in rounds]
     x = list(range(len(rounds)))
     fig = go.Figure()
@@ -424,7 +438,8 @@ def timeline_figure(rounds: list[dict], title: str = "accepted length per round"
                       title=top_title(title, 13) if narrow else dict(text=plotly_text(title), x=0.01, font=dict(size=13)),
                       xaxis=dict(title_text="round"), yaxis=dict(title_text="tokens"),
                       legend=dict(orientation="h", x=1, xanchor="right", y=1.02, yanchor="bottom"),
-                      plot_bgcolor="white", paper_bgcolor="white")
+                      plot_bgcolor="white", paper_bgcolor="white",
+                      shapes=view_frame(view) if view is not None and 0 <= view < len(rounds) else [])
     return fig
 
 

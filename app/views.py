@@ -153,20 +153,24 @@ def analyses(trace: dict | None):
     return res, h, g
 
 
-def timeline(trace: dict | None, title: str = "accepted length per round", narrow: bool = False):
+def timeline(trace: dict | None, title: str = "accepted length per round", narrow: bool = False,
+             view: int | None = None):
     if not trace or not trace.get("rounds"):
         return plots.empty_figure("no run yet", 200)
-    return plots.timeline_figure(trace["rounds"], title, narrow)
+    return plots.timeline_figure(trace["rounds"], title, narrow, view)
 
 
-def timeline_json(trace: dict | None) -> str:
-    return timeline(trace).to_json()
+def timeline_json(trace: dict | None, view: int | None = None) -> str:
+    """The inspector's timeline, round `view` framed (the browser moves the frame on each round switch)."""
+    return timeline(trace, view=view).to_json()
 
 
-def show_trace(state: dict, i: int | None = None, status: str = ""):
+def show_trace(state: dict, i: int | None = None, status: str = "", new_text: bool = True):
     """Everything that depends on the shown trace: text, metrics, slider, caption, figures, analyses, the
-    example-trace box (its label, or empty for a run or a loaded trace), and the Compare panel (emptied
-    when the comparison it showed is gone). i=None: the most instructive round (round 0 without one)."""
+    example-trace box (its label, or empty for a run or a loaded trace), the Compare panel (emptied
+    when the comparison it showed is gone) and "Go to round of token #" (emptied, unless `new_text` is False:
+    a finished run's trace, whose token numbers are those of the text it streamed). i=None: the most
+    instructive round (round 0 without one)."""
     trace = state.get("trace")
     if i is None:
         i = (instructive(state) or (0, ""))[0]
@@ -174,10 +178,11 @@ def show_trace(state: dict, i: int | None = None, status: str = ""):
     state["view"] = i
     res, h, g = analyses(trace)
     tables = analysis.paper_tables(trace, "current run") if trace and trace.get("rounds") else ""
-    return (state, text_shown(state, i), metrics(state, status), slider(trace, i), caption, fig, timeline_json(trace),
+    return (state, text_shown(state, i), metrics(state, status), slider(trace, i), caption, fig,
+            timeline_json(trace, i),
             gr.update(value=state.get("trace_file"), interactive=bool(state.get("trace_file"))), res, h, g,
             gr.update(value=state.get("example_label") if state.get("example") else None), tables,
-            *compare_reset(state))
+            *compare_reset(state), gr.update(value=None) if new_text else gr.skip())
 
 
 def compare_reset(state: dict) -> tuple:
@@ -196,7 +201,7 @@ COMPARE_OUTPUTS = ("cmp_metrics", "cmp_timeline", "cmp_a_metrics", "cmp_a_timeli
                    "cmp_json", "cmp_table")
 # What show_trace returns after the state, by component name (app.ui wires them in this order).
 VIEW_OUTPUTS = ("text_box", "metrics", "slider", "caption", "round_plot", "timeline_plot", "export_btn",
-                "analysis_json", "hist_plot", "gain_plot", "example_trace", "tables") + COMPARE_OUTPUTS
+                "analysis_json", "hist_plot", "gain_plot", "example_trace", "tables") + COMPARE_OUTPUTS + ("token_no",)
 
 
 def run_name(trace: dict) -> str:

@@ -27,6 +27,11 @@ def app(tmp_path_factory):
     yield from launched_tiny_app(tmp_path_factory)
 
 
+# Round i in view, the server's answer in (Watched.wait_round).
+JS_ROUND_SETTLED = """i => (document.querySelector('#rx-caption')?.innerText || '').includes('Round ' + i + ' (')
+                         && document.querySelector('#rx-slider input[type=range]')?.value === String(i)"""
+
+
 class Watched:
     """A page whose requests, console errors and dialogs are recorded."""
 
@@ -51,6 +56,13 @@ class Watched:
         self.page.wait_for_function(
             "p => (document.querySelector('#rx-caption')?.innerText || '').trim().startsWith(p)",
             arg=prefix, timeout=timeout)
+
+    def wait_round(self, i: int, timeout: float = 20000) -> None:
+        """Until round i is in view and the server has answered the switch: the caption names it and the slider,
+        which only the server's answer moves (or the slider's own keys), stands at i. The caption alone is not it:
+        the page shows a prefetched round at once, and a click sent before the answer is dropped (Gradio runs one
+        call per button at a time: trigger_mode "once") or raced by another button's call."""
+        self.page.wait_for_function(JS_ROUND_SETTLED, arg=i, timeout=timeout)
 
     def wait_model(self, app=None) -> None:
         """Until the page's status line says ready; one that says failed, or a timeout, fails at once with what the
@@ -92,6 +104,9 @@ class Watched:
                 if not (u.startswith(f"http://127.0.0.1:{port}/") or u.startswith(("data:", "blob:")))]
 
 
+# Round i+1's figure drawn ahead, offscreen (app.page JS_PLOT's prepare), once the server's answer for round i came.
+JS_DRAWN_AHEAD = """i => [...document.querySelectorAll('body > .rx-plot .gtitle')]
+    .some(t => t.textContent.startsWith('round ' + (i + 1) + ' '))"""
 # Click #rx-next and wait for round i's figure in the page; returns the milliseconds, timed in the page.
 JS_TIMED_NEXT = """async (i) => {
     const t0 = performance.now();
@@ -109,13 +124,27 @@ JS_TIMED_NEXT = """async (i) => {
 }"""
 
 
+# Where round i's bar is in the timeline's plot area (Plotly's drag layer over it takes the clicks): its middle
+# along x, half a token up (every round commits at least one token, so the point lies in one of its bars).
+JS_BAR_AT = """i => { const l = document.querySelector('#rx-timeline .js-plotly-plot')._fullLayout;
+                     return {x: l.xaxis.l2p(i), y: l.yaxis.l2p(0.5)}; }"""
+
+
+def click_timeline_bar(pg, i: int) -> None:
+    """Click round i's bar as a person does: on the plot area at the bar's place, after Playwright's checks that it
+    holds still and takes the click there (a forced click on the bar's path skipped them, while a token click's
+    smooth scroll to the caption often still moved the page)."""
+    pg.locator("#rx-timeline .js-plotly-plot .nsewdrag").first.click(position=pg.evaluate(JS_BAR_AT, i))
+
+
 def _time_next_clicks(w: Watched, n: int) -> list[float]:
     """Seconds from a click on "next" to the new round's figure in the page, for rounds 1..n."""
     out = []
     for i in range(1, n + 1):
         ms = w.page.evaluate(JS_TIMED_NEXT, i)
-        w.wait_caption(f"Round {i} ")
-        w.page.wait_for_timeout(150)  # the next round is drawn ahead after the server's answer
+        w.wait_round(i)
+        if i < n:  # the next click's round, drawn ahead after the answer
+            w.page.wait_for_function(JS_DRAWN_AHEAD, arg=i, timeout=20000)
         out.append(ms / 1000)
     return out
 
@@ -155,34 +184,35 @@ def test_run_stream_inspect_in_browser(app, browser):
     for no_cache, out in ((False, times), (True, server_times)):
         pg.evaluate(f"() => {{ window.__rxNoCache = {str(no_cache).lower()}; }}")
         pg.click("#rx-first")
-        w.wait_caption("Round 0 ")
-        pg.wait_for_timeout(300)
+        w.wait_round(0)
+        pg.wait_for_function(JS_DRAWN_AHEAD, arg=0, timeout=20000)
         out.extend(_time_next_clicks(w, min(last, 8)))
     pg.evaluate("() => { window.__rxNoCache = false; }")
     pg.click("#rx-prev")
-    w.wait_caption(f"Round {min(last, 8) - 1} ")
+    w.wait_round(min(last, 8) - 1)
     pg.click("#rx-last")
-    w.wait_caption(f"Round {last} ")
+    w.wait_round(last)
     # clicking a token opens its round
     span = pg.locator("#rx-text-box span[data-r='1']").first
     span.click()
-    w.wait_caption("Round 1 ")
+    w.wait_round(1)
     # the slider (keyboard: the range input moves one round per arrow)
     pg.locator("#rx-slider input[type=range]").focus()
     pg.keyboard.press("ArrowRight")
-    w.wait_caption("Round 2 ")
+    w.wait_round(2)
     # clicking a timeline bar opens that round
-    pg.locator("#rx-timeline .js-plotly-plot .trace.bars").last.locator(".point path").nth(3).click(force=True)
-    w.wait_caption("Round 3 ")
+    click_timeline_bar(pg, 3)
+    w.wait_round(3)
     # the "Go to round of token #" box
     pg.fill("#rx-token-no input", "0")
     pg.click("#rx-token-go")
-    w.wait_caption("Round 0 ")
+    w.wait_round(0)
 
     # play steps through the rounds; pause stops it
     pg.click("#rx-play")
-    w.wait_caption("Round 2 ", timeout=30000)
+    w.wait_round(2, timeout=30000)
     pg.click("#rx-play")
+    pg.wait_for_function("() => document.querySelector('#rx-play')?.innerText.includes('play')", timeout=20000)
     time.sleep(2 * 0.8 + 0.5)
     held = w.caption()
     time.sleep(2 * 0.8)
@@ -190,16 +220,18 @@ def test_run_stream_inspect_in_browser(app, browser):
 
     # "next" draws the prefetched round from the browser's cache, then the server's answer agrees
     pg.click("#rx-first")
-    w.wait_caption("Round 0 ")
-    pg.wait_for_timeout(300)
+    w.wait_round(0)
+    pg.wait_for_function(JS_DRAWN_AHEAD, arg=0, timeout=20000)
     pg.click("#rx-next")
-    w.wait_caption("Round 1 ")
-    pg.wait_for_timeout(500)
+    w.wait_round(1)
     assert pg.locator("#rx-round-plot .gtitle").text_content().startswith("round 1 ")
     assert pg.locator("#rx-caption").inner_text().count("Round 1 ") == 1  # one caption, not two
 
     # Compare: a dflash run side by side, each with the other's assembly replayed on its rounds
     pg.get_by_text("Compare: a second run").click()
+    # its first open loads Gradio's own plotly.js for the panel's gr.Plot figures: a long task (0.45 s on an idle
+    # machine, 12.7 s in a 12x CPU-throttled page, where the click's 30 s ran out). Ready once they are drawn.
+    pg.wait_for_selector("#rx-cmp-b-cf .js-plotly-plot", timeout=120000)
     pg.click("#rx-cmp-run")
     pg.wait_for_function(
         "() => (document.querySelector('#rx-cmp-metrics')?.innerText || '').includes('comparison: dflash')",

@@ -11,7 +11,9 @@ looks at the same in Chromium).
   next run will use, and a loaded or example trace may differ;
 - after "▶ play" (which unticked "follow live"), a new Run streamed with the inspector stuck on the old
   trace's round (its caption and figure) and opened, finished, on that round number clamped, not on its most
-  instructive round.
+  instructive round;
+- the timeline did not mark the round in view: stepping through rounds, nothing on it said where one was;
+- "Go to round of token #" kept the number typed for the trace shown before a new trace or a new run.
 """
 from __future__ import annotations
 
@@ -197,3 +199,56 @@ def test_a_run_after_play_shows_its_own_rounds():
     _run(cb, st, max_new=8)
     timer = cb.on_tick(st)[-2]
     assert not st["playing"] and timer.active is False
+
+
+def _frames(fig: dict) -> list[dict]:
+    return [s for s in fig["layout"].get("shapes", []) if s.get("name") == plots.VIEW_MARK]
+
+
+def test_the_timeline_frames_the_round_in_view(traces):
+    """A frame around the round in view's bar, full height, in the text view's near-black, named in the legend; the
+    figure a pure function of the rounds and that round. The page moves it on every round switch (app.page)."""
+    t = traces[0]
+    n = len(t["rounds"])
+    before = json.dumps(t["rounds"])
+    for i in (0, n // 2, n - 1):
+        fig = json.loads(plots.timeline_figure(t["rounds"], view=i).to_json())
+        assert fig == json.loads(plots.timeline_figure(t["rounds"], view=i).to_json())
+        frames = _frames(fig)
+        where = [(f["x0"], f["x1"], f["y0"], f["y1"], f["yref"]) for f in frames]
+        assert where == [(i - 0.5, i + 0.5, 0, 1, "paper")] * 2, where
+        above = [f for f in frames if f["layer"] == "above"]
+        assert len(above) == 1 and above[0]["line"]["color"] == plots.VIEW_COLOR and above[0]["line"]["width"] >= 2
+        assert above[0]["showlegend"] and not above[0].get("fillcolor")  # the bar under it keeps its colours
+        assert [f["showlegend"] for f in frames].count(True) == 1
+    assert json.dumps(t["rounds"]) == before
+    for view in (None, -1, n):
+        assert _frames(json.loads(plots.timeline_figure(t["rounds"], view=view).to_json())) == []
+    assert plots.VIEW_COLOR in render.CSS  # the colour that outlines the round's tokens in the text view
+    # the page's timeline frames the round it shows; Compare's half-width timelines frame none
+    st = session.new_state()
+    st["trace"] = t
+    out = views.show_trace(st, 2)
+    assert [f["x0"] for f in _frames(json.loads(out[1 + views.VIEW_OUTPUTS.index("timeline_plot")]))] == [1.5, 1.5]
+    assert not _frames(json.loads(views.timeline(t, "this run", narrow=True).to_json()))
+
+
+def test_a_new_trace_or_run_empties_go_to_round_of_token(tmp_path):
+    """The number in "Go to round of token #" is a token of the text shown: an example trace, a loaded trace or a
+    run replacing that text empties it (it kept the old one); a run's end leaves what was typed for its text."""
+    found = session.example_traces()
+    cb = callbacks.Callbacks(_Loader(tiny_engine("llama")), found, session.Sessions())
+    at = 1 + views.VIEW_OUTPUTS.index("token_no")
+    cleared = {"__type__": "update", "value": None}
+    st = session.new_state()
+    assert cb.on_load(st)[at] == cleared
+    outs = _run(cb, st)
+    assert outs[0][at] == cleared                        # at the run's start
+    assert all(o[at] == SKIP for o in outs[1:])           # streamed updates and the end keep it
+    path = tmp_path / "trace.json"
+    from engine.trace import save_trace
+
+    save_trace(path, real_trace())
+    assert cb.on_upload(str(path), st)[at] == cleared
+    if found:
+        assert cb.on_example_trace(found[-1][0], st)[at] == cleared

@@ -6,6 +6,8 @@ Bugs a-f of the issue each have a test here that failed before its fix:
 empties the Compare panel; (c) an input error leaves no red "Error" pills; (d) the example-trace box is
 emptied when a run or a loaded trace replaces the view; (e) the status line names no server path;
 (f) input errors log one line, no traceback.
+Later: the timeline frames the round in view through every kind of round switch; "Go to round of token #" is
+emptied when another trace or a run replaces the text its number belongs to.
 """
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import re
 import pytest
 
 from app_fixtures import OUTPUT, REPO, chromium_or_skip, launched_tiny_app
+from test_app_browser import JS_ROUND_SETTLED, click_timeline_bar  # the page helpers those tests use
 
 pytest.importorskip("playwright.sync_api")  # the browser fixture (conftest.py) drives it
 
@@ -278,4 +281,96 @@ def test_projector_1024_labels_titles_settings_and_a_run_after_play(app, browser
             assert title[1] >= pg.evaluate(JS_BOX, f"{fig} .main-svg")[1], f"{fig}: the title's top is cut off"
     pg.locator("#rx-cmp-a-timeline").scroll_into_view_if_needed()
     pg.screenshot(path=str(OUTPUT / "projector-1024-compare.png"))
+    pg.close()
+
+
+# The timeline's frame around the round in view (app.plots.view_frame), as drawn: the round under its middle (on the
+# round axis), its size in pixels against the plot area's, its stroke.
+JS_FRAME = """() => { const plot = document.querySelector('#rx-timeline .js-plotly-plot');
+  const frame = plot && plot.querySelector('.layer-above .shapelayer path');
+  if (!frame) return null;
+  const f = frame.getBoundingClientRect(), area = plot.querySelector('.nsewdrag').getBoundingClientRect();
+  return {round: plot._fullLayout.xaxis.p2l((f.left + f.right) / 2 - area.left), width: f.width,
+          height: f.height, area: area.height, stroke: frame.style.stroke, opacity: frame.style.strokeOpacity}; }"""
+
+
+def wait_frame(pg, i: int) -> dict:
+    """Until round i is in view, the server's answer in, and the timeline's frame sits on its bar; what JS_FRAME saw."""
+    pg.wait_for_function(JS_ROUND_SETTLED, arg=i, timeout=20000)
+    pg.wait_for_function(f"() => {{ const f = ({JS_FRAME})(); return f && Math.abs(f.round - {i}) < 0.05; }}",
+                         timeout=10000)
+    return pg.evaluate(JS_FRAME)
+
+
+def shown_round(pg) -> int:
+    return int(re.search(r"Round (\d+) ", caption(pg)).group(1))
+
+
+def test_timeline_frames_the_round_in_view_at_1024(app, browser):
+    """Stepping through rounds on a projector, the timeline shows where one is: a dark frame on the bar of the
+    round in the caption after the run opens and after next, prev, the slider, a token's "Go" and a bar's click."""
+    pg = browser.new_page(viewport={"width": 1024, "height": 768})
+    pg.goto(app.url)
+    pg.wait_for_function("() => (document.querySelector('#rx-model-status')?.innerText || '').includes('ready')",
+                         timeout=120000)
+    run(pg, "hi, j.", 40)
+    last = int(re.search(r"rounds 0–(\d+)", caption(pg)).group(1))
+    assert last >= 4
+    frame = wait_frame(pg, shown_round(pg))            # the finished run opens framed
+    assert frame["stroke"] == "rgb(17, 17, 17)" and frame["opacity"] in ("", "1")
+    assert frame["width"] >= 4 and frame["height"] >= 0.95 * frame["area"], frame
+    assert "round in view" in pg.locator("#rx-timeline .legend").text_content()
+    pg.click("#rx-first")
+    wait_frame(pg, 0)
+    for i in (1, 2):
+        pg.click("#rx-next")
+        wait_frame(pg, i)
+    pg.click("#rx-prev")
+    wait_frame(pg, 1)
+    pg.locator("#rx-slider input[type=range]").focus()
+    pg.keyboard.press("ArrowRight")
+    wait_frame(pg, 2)
+    span = pg.locator(f"#rx-text-box span[data-r='{last}']").first
+    pg.fill("#rx-token-no input", span.get_attribute("data-k"))
+    pg.click("#rx-token-go")
+    wait_frame(pg, last)
+    click_timeline_bar(pg, 3)
+    wait_frame(pg, 3)
+    OUTPUT.mkdir(exist_ok=True)
+    pg.locator("#rx-timeline").scroll_into_view_if_needed()
+    pg.screenshot(path=str(OUTPUT / "projector-1024-timeline.png"))
+    pg.close()
+
+
+def test_go_to_token_is_emptied_by_another_trace_or_a_run(app, browser):
+    """The number in "Go to round of token #" belongs to the text shown: a run, an example trace or a loaded trace
+    replacing it empties the box (it kept the number, which then named a token of another text)."""
+    pg = browser.new_page(viewport={"width": 1024, "height": 768})
+    pg.goto(app.url)
+    pg.wait_for_function("() => (document.querySelector('#rx-model-status')?.innerText || '').includes('ready')",
+                         timeout=120000)
+    token_no = "#rx-token-no input"
+    run(pg, "hi, j.", 24)
+    pg.fill(token_no, "7")
+    before = pg.inner_text("#rx-metrics .rx-metrics")  # the strip itself, not the pending call's timer over it
+    run(pg, "a b c d e f g", 24)   # returns on the last run's "done": wait for this one's end
+    pg.wait_for_function("b => { const m = document.querySelector('#rx-metrics .rx-metrics')?.innerText || '';"
+                         " return m !== b && /\\bdone\\b/.test(m); }", arg=before, timeout=120000)
+    assert pg.input_value(token_no) == ""
+    pg.locator("#rx-text-box span[data-r='1']").first.click()      # a token of this run's text
+    wait_caption(pg, "Round 1 ")
+    assert pg.input_value(token_no) != ""
+    if not EXAMPLES:
+        pg.close()
+        return
+    pg.locator("#rx-example-trace input").click()
+    pg.get_by_role("option", name=EXAMPLES[0].stem).click()
+    pg.wait_for_function("() => (document.querySelector('#rx-metrics')?.innerText || '').includes('example trace')",
+                         timeout=20000)
+    assert pg.input_value(token_no) == ""
+    pg.fill(token_no, "12")
+    pg.set_input_files("input[data-testid='Load trace-upload-button']", str(EXAMPLES[-1]))
+    pg.wait_for_function("() => (document.querySelector('#rx-metrics')?.innerText || '').includes('loaded trace')",
+                         timeout=20000)
+    assert pg.input_value(token_no) == ""
     pg.close()
