@@ -48,10 +48,12 @@ def sessions_from_args(args: argparse.Namespace):
 
 
 def launch(args: argparse.Namespace, block: bool = True):
+    from starlette.middleware import Middleware
     from starlette.responses import FileResponse
     from starlette.routing import Route
 
     from .loader import ModelLoader
+    from .offline import OfflineGuard
     from .page import CSS, HEAD, PLOTLY_JS, PLOTLY_ROUTE, theme
     from .ui import build_ui
 
@@ -68,7 +70,7 @@ def launch(args: argparse.Namespace, block: bool = True):
                 # from 50 to 250 ms over 100 clicks)
                 run_history=False,
                 enable_monitoring=False, mcp_server=False, prevent_thread_lock=True, quiet=True,
-                state_session_capacity=STATE_SESSIONS, app_kwargs={"routes": [plotly_js]},
+                state_session_capacity=STATE_SESSIONS, app_kwargs={"routes": [plotly_js], "middleware": [Middleware(OfflineGuard)]},
                 # skip Gradio's self-check: one HEAD of our page with a 3 s timeout, whose only remedy is a
                 # share link. On a busy machine (the model loading beside it, other jobs) it timed out and the
                 # app exited. Reachability is already proven: launch first GETs its startup-events route,

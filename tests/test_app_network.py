@@ -177,3 +177,57 @@ def test_embedded_target_loads_offline(tmp_path):
         app.stop()
     found = attempts(audit)
     assert not found, "the server reached past loopback:\n" + describe(found)
+
+
+def _get(url: str, method: str = "GET", data: bytes | None = None) -> tuple[int, str]:
+    """(status, body) of one request from this (unaudited) test process to the app on loopback."""
+    import urllib.error
+    import urllib.request
+
+    req = urllib.request.Request(url, method=method, data=data,
+                                 headers={"Content-Type": "application/json"} if data else {})
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return r.status, r.read().decode(errors="replace")
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode(errors="replace")
+
+
+PROBE = "ssrf-probe.example"  # any outside name: resolving it at all is what the audit catches
+
+
+def test_url_requests_are_refused_without_a_lookup(tmp_path):
+    """Server-side request forgery: Gradio's file route proxies http(s) URLs (resolving the host, asking
+    dns.google for a loopback one) and a file entry whose path or url is a URL is fetched by the server.
+    Each such request is sent here to a real server under the audit: refused (403 / an error), the app keeps
+    serving, and the audit shows no outside lookup or connection."""
+    from gradio_client import Client, handle_file
+
+    app, audit = audited_app(["--no-model"], tmp_path)
+    try:
+        app.wait_up()
+        base = app.url.rstrip("/")
+        for path in (f"/gradio_api/file=https://{PROBE}/x.json", f"/gradio_api/file=http://{PROBE}:80/x",
+                     f"/gradio_api/file=https%3A//{PROBE}/x", f"/gradio_api/file=http://127.0.0.1:{app.port}/",
+                     f"/gradio_api/file=HTTPS://{PROBE}/x", f"/gradio_api/file=//{PROBE}/x",
+                     f"/gradio_api/proxy=https://{PROBE}/x", f"/file=https://{PROBE}/x"):
+            for method in ("GET", "HEAD"):
+                status, body = _get(base + path, method)
+                assert status == 403, (path, method, status, body[:200])
+        c = Client(app.url, verbose=False)
+        for entry in (handle_file(f"https://{PROBE}/t.json"),
+                      {"path": f"https://{PROBE}/t.json", "meta": {"_type": "gradio.FileData"}},
+                      {"path": "t.json", "url": f"https://{PROBE}/t.json", "orig_name": "t.json",
+                       "meta": {"_type": "gradio.FileData"}}):
+            with pytest.raises(Exception):
+                c.predict(entry, api_name="/load_trace")
+        # the same through the raw queue and call routes (what any HTTP client can send)
+        payload = json.dumps({"data": [{"path": f"https://{PROBE}/t.json", "url": f"https://{PROBE}/t.json",
+                                        "meta": {"_type": "gradio.FileData"}}, None],
+                              "fn_index": None, "session_hash": "s1"}).encode()
+        assert _get(base + "/gradio_api/call/load_trace", "POST", payload)[0] == 403
+        assert _get(base + "/", "GET")[0] == 200  # still serving
+    finally:
+        app.stop()
+    found = attempts(audit)
+    assert not found, "the server reached past loopback:\n" + describe(found)
