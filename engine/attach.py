@@ -1,4 +1,4 @@
-"""Proposal assembly (ALGORITHM.md section 2): attach shifted blocks to the baseline by token matching.
+"""Proposal assembly (docs/algorithm.md, step 2): attach shifted blocks to the baseline by token matching.
 
 Pure functions on token lists; no model. A path is a token list starting at the anchor (depth 0).
 """

@@ -60,7 +60,7 @@ def round_record(i: int, s: int, L: int, baseline: list[int], shifted: dict[int,
                  paths: list, trie, chain: list[int], bonus: int, new: list[int], top1: list[int], m: int,
                  draft_ms: float, verify_ms: float, round_ms: float, facts: dict | None = None,
                  budget: dict | None = None, q: list[list[float]] | None = None, notes: dict | None = None) -> dict:
-    """One round as the schema above (engine/CONTRACT.md) records it. `facts`: per trie node lists
+    """One round as the schema above (docs/trace-format.md) records it. `facts`: per trie node lists
     (block, rank, prob, score) kept in the record's "trie"; `budget`: what the cost budget chose; `q`:
     per drafted row (the baseline, then the shifted blocks by d), each draft's probability under the law
     it was drawn from; None for argmax drafts. `notes` (drafters with a head, round.head_notes):

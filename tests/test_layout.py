@@ -1,4 +1,4 @@
-"""The project's layout (engine/CONTRACT.md): no module imports in a circle, not even through an import
+"""The project's layout (docs/architecture.md): no module imports in a circle, not even through an import
 inside a function, and the pure core reads traces without torch."""
 from __future__ import annotations
 

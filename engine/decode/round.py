@@ -1,4 +1,4 @@
-"""One decoding round as a function of (state, config): ALGORITHM.md sections 1-4.
+"""One decoding round as a function of (state, config): docs/algorithm.md, steps 0-6.
 
     draft    g(0) = D(F[<s], [x_s, MASK..]) at s..s+L-1, and g(d) = D(F[<s] ++ R[<d], [a_d, MASK..])
              at s+d..s+d+L-1 for every retained offset d: one batched drafter call
@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 
 @dataclass
 class State:
-    """What a round needs from the rounds before it (ALGORITHM.md "State between rounds").
+    """What a round needs from the rounds before it (docs/algorithm.md, steps 0 and 6).
 
     `cache` (target K/V, positions < s) and `ctx` (drafter context K/V) are updated in place by the
     model calls; every other field is replaced by the round that follows."""
