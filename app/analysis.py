@@ -9,7 +9,7 @@ from collections import Counter
 
 from engine import analyses
 from engine.bench import report
-from engine.options import MODES, RULES
+from engine.options import ACCEPTANCE, MODES, RULES, run_label
 
 from . import plots
 from .tokentext import markdown_text
@@ -113,15 +113,15 @@ def counterfactual(trace: dict | None, mode: str, rule: str, name: str):
 
 
 def bench_label(cfg: dict) -> str:
-    """The benchmark's name for a run's mode and rule (engine.bench.main.variants): reanchor-RULE, else the mode.
-    A mode or rule the engine does not know (a loaded trace may say anything) is "unknown": the label
-    heads Markdown, where a trace's own words could be links or images the browser would fetch."""
-    mode, rule = cfg.get("mode", "?"), cfg.get("rule", "earliest")
-    if mode not in MODES:
+    """The benchmark's name for a trace's run (engine.options.run_label of its config's fields: reanchor-RULE,
+    MODE-auto when a cost budget chose, -match under sample-and-match). A mode, rule or acceptance the engine does
+    not know (a loaded trace may say anything) is "unknown": the label heads Markdown, where a trace's own words
+    could be links or images the browser would fetch."""
+    mode, rule, acc = cfg.get("mode", "?"), cfg.get("rule", "earliest"), cfg.get("acceptance") or "speculative"
+    if mode not in MODES or rule not in RULES or acc not in ACCEPTANCE:
         return "unknown"
-    if mode != "reanchor":
-        return mode
-    return "reanchor" if rule == "earliest" else f"reanchor-{rule if rule in RULES else 'unknown'}"
+    auto = "auto" in (cfg.get("max_shifted"), cfg.get("max_trie_nodes"))
+    return run_label(mode, rule, acc if cfg.get("temperature") else "speculative", auto)
 
 
 PAPER_TABLES = (("Table 1", report.table1, "`dflash` or `reanchor` runs"),
@@ -136,13 +136,18 @@ def paper_tables(traces: dict | list[dict], scope: str) -> str:
     another kind of run says which."""
     traces = [traces] if isinstance(traces, dict) else list(traces)
     groups: dict[str, list[dict]] = {}
-    for t in traces:
-        groups.setdefault(bench_label(t.get("config") or {}), []).append(t)
+    fields: dict[str, dict] = {}   # the paper's tables read rounds, whatever budget or rule of acceptance chose
+    for t in traces:                # them: a run is found by its mode and attachment rule (report.plain_label)
+        cfg = t.get("config") or {}
+        label = bench_label(cfg)
+        groups.setdefault(label, []).append(t)
+        fields.setdefault(label, {"mode": cfg.get("mode"), "rule": cfg.get("rule", "earliest")}
+                          if label != "unknown" else {})
     try:
         an = {label: analyses.summarize(trs) for label, trs in groups.items()}
     except (ValueError, KeyError, TypeError, ZeroDivisionError) as e:  # a partial or odd trace
         return f"### Analyses of the {scope}\n\nunavailable: {markdown_text(f'{type(e).__name__}: {e}')}"
-    R = report.Results({"runs": [{"set": scope, "label": label} for label in groups],
+    R = report.Results({"runs": [{"set": scope, "label": label, **fields[label]} for label in groups],
                         "analyses": {scope: an, "all": an}, "config": {}})
     out = [f"### The paper's tables, over the {scope} ({', '.join(groups)}; "
            f"{sum(len(t.get('rounds', [])) for t in traces)} rounds)"]

@@ -140,8 +140,7 @@ class Callbacks:
             raise bad_input(f"{label}: a run is already in progress in this session; press Stop first")
         run, ids = start_run(engine, p, m, r, t, s, n, k, N)
         st["run"] = run
-        config = {"mode": m, "rule": r, "temperature": t, "seed": s, "max_new_tokens": n, "max_shifted": k,
-                  "max_trie_nodes": N, "drafter": engine.models.drafter_name if m != "ar" else "none"}
+        config = run.trace_config()   # the engine's builder: the trace a finished run saves has the same block
         return st, engine, run, ids, config
 
     def _live_update(self, st, live, clock: dict):

@@ -12,6 +12,7 @@ import traceback
 from dataclasses import replace
 from pathlib import Path
 
+from engine.options import EMBEDDED_NAME
 from engine.paths import shipped_drafters
 
 
@@ -74,7 +75,7 @@ class ModelLoader:
         which they are trained for) every shipped drafter."""
         given = self.args.drafter or "default"
         choices = {} if given == "default" else {given: given}
-        if (self.args.target or "embedded") == "embedded":
+        if (self.args.target or EMBEDDED_NAME) == EMBEDDED_NAME:
             choices |= {d.name: str(d) for d in shipped_drafters()}
         if not choices:
             choices[given] = given

@@ -1,4 +1,4 @@
-"""Pure helpers over trace round records (the schema in engine/CONTRACT.md); no model, no UI.
+"""Pure helpers over trace round records (the schema in docs/trace-format.md); no model, no UI.
 
 The engine owns the definitions (engine.trace, engine.analyses); these are the views the figures need.
 """

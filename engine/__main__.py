@@ -8,7 +8,8 @@ import sys
 from .bench.main import add_bench_args
 from .bench.sweep import add_sweep_args
 from .errors import InputError
-from .options import ACCEPTANCE, add_model_args, models_from_args, parse_max_shifted, parse_max_trie_nodes
+from .options import (ACCEPTANCE, DEFAULT_MAX_NEW_TOKENS, DEFAULT_MODE, DEFAULT_RULE, DEFAULT_TREE_NODES, add_model_args,
+                      models_from_args, parse_max_shifted, parse_max_trie_nodes)
 from .train.cli import add_train_args
 
 
@@ -23,16 +24,17 @@ class Parser(argparse.ArgumentParser):
 def add_generate_args(sub) -> None:
     p = sub.add_parser("generate", help="decode one prompt and print the text (or JSON)")
     p.add_argument("--prompt", required=True)
-    p.add_argument("--mode", default="reanchor")
-    p.add_argument("--rule", default="earliest")
+    p.add_argument("--mode", default=DEFAULT_MODE)
+    p.add_argument("--rule", default=DEFAULT_RULE)
     p.add_argument("--temperature", type=float, default=0.0)
     p.add_argument("--acceptance", default="speculative",
                    help="at T>0: " + " or ".join(ACCEPTANCE) + " (engine/options.py)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--max-new-tokens", type=int, default=128)
+    p.add_argument("--max-new-tokens", type=int, default=DEFAULT_MAX_NEW_TOKENS)
     p.add_argument("--max-shifted", default=None, help="shifted blocks per round: all (default), auto or K")
     p.add_argument("--max-trie-nodes", default=None,
-                   help="verified nodes per round, anchor included: all (default; tree modes: 32), auto or N")
+                   help=f"verified nodes per round, anchor included: all (default; tree modes: {DEFAULT_TREE_NODES}), "
+                        "auto or N")
     p.add_argument("--block-size", type=int, default=None)
     p.add_argument("--ignore-eos", action="store_true")
     add_model_args(p)

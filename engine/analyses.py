@@ -1,4 +1,4 @@
-"""The paper's analyses, computed from decoding traces (schema in engine/CONTRACT.md).
+"""The paper's analyses, computed from decoding traces (schema in docs/trace-format.md).
 
 Every function takes one trace dict or a list of them and pools all their rounds, so combining
 prompts, sets or runs is just passing a longer list. Results are plain numbers and dicts (JSON-ready);
@@ -213,7 +213,7 @@ def round_sizes(traces: Traces) -> dict:
 
 def counterfactual(trace: dict, mode: str, rule: str, seed: int = 0) -> list[dict]:
     """Per round of a T=0 trace: the drafts another (mode, rule) would have accepted from the same
-    state and the same drafted blocks (assembly is all that differs between modes, ALGORITHM.md).
+    state and the same drafted blocks (assembly is all that differs between modes, docs/algorithm.md).
 
     At T=0 the committed text is the target's greedy continuation (lossless), so a trie's accepted
     length is how far it follows what the run committed after the anchor. `cut` marks rounds where

@@ -1,4 +1,4 @@
-"""Proposal assembly (ALGORITHM.md section 2): attach shifted blocks to the baseline by token matching.
+"""Proposal assembly (docs/algorithm.md, step 2): attach shifted blocks to the baseline by token matching.
 
 Pure functions on token lists; no model. A path is a token list starting at the anchor (depth 0).
 """
@@ -7,6 +7,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
+from .options import mode_rule
 from .trie import Trie, build_trie
 
 Draw = tuple[int, int]   # (source d, block index j): the token drafted at g(d)[j], j >= 1
@@ -65,8 +66,7 @@ def assemble(baseline: list[int], shifted: dict[int, list[int]], mode: str, rule
     base_draws = attach_draws(0, L - 1, 1)
     paths = [Path(0, None, list(baseline), base_draws)]
     info: dict[int, dict] = {}
-    if mode == "shifted-fixed":
-        rule = "fixed"
+    rule = mode_rule(mode, rule)
     for d in sorted(shifted):
         block = shifted[d]
         sites = match_sites(baseline, block[0])

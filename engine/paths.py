@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .options import EMBEDDED_NAME
+
 REPO = Path(__file__).resolve().parent.parent
 ASSETS = REPO / "assets"
 DRAFTERS = ASSETS / "drafters"
@@ -12,10 +14,10 @@ PROMPTS = ASSETS / "prompts"
 DEFAULT_DRAFTER_DIRS = [DRAFTERS / "smollm2-135m-dflash-b16", DRAFTERS / "smollm2-135m-dflash-b8"]
 
 
-def default_drafter(target: str = "embedded") -> str:
+def default_drafter(target: str = EMBEDDED_NAME) -> str:
     """What drafter "default" means: the first shipped one present for the embedded target, else "random"."""
     found = [d for d in DEFAULT_DRAFTER_DIRS if (d / "config.json").is_file()]
-    return str(found[0]) if target == "embedded" and found else "random"
+    return str(found[0]) if target == EMBEDDED_NAME and found else "random"
 
 
 def shipped_drafters() -> list[Path]:

@@ -18,7 +18,7 @@ import json
 import math
 import os
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from .errors import InputError
 
@@ -60,7 +60,7 @@ def round_record(i: int, s: int, L: int, baseline: list[int], shifted: dict[int,
                  paths: list, trie, chain: list[int], bonus: int, new: list[int], top1: list[int], m: int,
                  draft_ms: float, verify_ms: float, round_ms: float, facts: dict | None = None,
                  budget: dict | None = None, q: list[list[float]] | None = None, notes: dict | None = None) -> dict:
-    """One round as the schema above (engine/CONTRACT.md) records it. `facts`: per trie node lists
+    """One round as the schema above (docs/trace-format.md) records it. `facts`: per trie node lists
     (block, rank, prob, score) kept in the record's "trie"; `budget`: what the cost budget chose; `q`:
     per drafted row (the baseline, then the shifted blocks by d), each draft's probability under the law
     it was drawn from; None for argmax drafts. `notes` (drafters with a head, round.head_notes):
@@ -195,26 +195,36 @@ def add_round(live: dict, rec: dict, tokenizer, pieces: TextPieces) -> None:
     live["rounds"].append(rec)
 
 
-def make_trace(run) -> dict:
-    """The whole trace of a finished (or stopped) run."""
-    eng = run.engine
-    m = eng.models
-    cfg = asdict(run.cfg)
-    cfg.update(target=m.target_name, drafter=m.drafter_name if run.cfg.mode != "ar" else "none",
-               device=str(m.device), dtype=str(m.dtype).replace("torch.", ""),
-               block_size=run.rounds[0]["block_size"] if run.rounds and run.cfg.mode != "ar"
-               else (run.cfg.block_size or (m.drafter.block_size if m.drafter else 1)))
-    ids = set(run.prompt_ids) | set(run.output_ids)
-    for r in run.rounds:
+NO_DRAFTER = "none"   # the drafter a trace's config names for an `ar` run, which drafts nothing
+
+
+def trace_drafter(mode: str, drafter: str | None) -> str | None:
+    """The drafter a trace of this mode names (config.drafter)."""
+    return NO_DRAFTER if mode == "ar" else drafter
+
+
+def trace_config(settings: dict, *, target: str, drafter: str | None, device: str, dtype: str,
+                 block_size: int) -> dict:
+    """A trace's `config` block (docs/trace-format.md): a run's settings (DecodeConfig's fields) and the models
+    it ran on, by name. The one builder: finished runs (make_trace), live ones (the app) and the sweep's
+    --resume check read their names from it."""
+    return {**settings, "target": target, "drafter": trace_drafter(settings["mode"], drafter),
+            "device": device, "dtype": dtype, "block_size": block_size}
+
+
+def make_trace(config: dict, prompt_ids: list[int], result: dict, rounds: list[dict], tokenizer) -> dict:
+    """The whole trace of a finished (or stopped) run, from its records: `config` (trace_config), `result`
+    ({output_ids, text, stats}: generated ids, the first token first) and the round records."""
+    out = result["output_ids"]
+    ids = set(prompt_ids) | set(out)
+    for r in rounds:
         ids |= round_ids(r)
-    tok = m.tokenizer
-    out = run.result["output_ids"]
-    return {"schema": SCHEMA, "config": cfg, "prompt_ids": run.prompt_ids,
-            "prompt_text": tok.decode(run.prompt_ids), "first_token": run.output_ids[0],
-            "output_ids": out, "text": run.result["text"],
-            "stats": run.result["stats"], "token_texts": add_token_texts({}, tok, ids),
-            "prompt_pieces": text_pieces(tok, run.prompt_ids), "output_pieces": text_pieces(tok, out),
-            "rounds": run.rounds}
+    return {"schema": SCHEMA, "config": config, "prompt_ids": list(prompt_ids),
+            "prompt_text": tokenizer.decode(prompt_ids), "first_token": out[0],
+            "output_ids": out, "text": result["text"],
+            "stats": result["stats"], "token_texts": add_token_texts({}, tokenizer, ids),
+            "prompt_pieces": text_pieces(tokenizer, prompt_ids), "output_pieces": text_pieces(tokenizer, out),
+            "rounds": rounds}
 
 
 # ---------------------------------------------------------------- validation

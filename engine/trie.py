@@ -1,4 +1,4 @@
-"""Merge and acceptance (ALGORITHM.md section 3). Pure Python: no model, no torch (reading a trace
+"""Merge and acceptance (docs/algorithm.md, steps 3 and 5). Pure Python: no model, no torch (reading a trace
 needs neither); the verify call builds its tree mask from `parents` on the target's device."""
 from __future__ import annotations
 

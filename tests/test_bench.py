@@ -485,3 +485,31 @@ def test_rerun_drops_figures_its_report_does_not_draw(tmp_path):
     todo = bench.variants(["ar"], ["earliest"], None)
     bench.write_results(tmp_path, _results(todo, {"d": {"ar": t}}))
     assert not (tmp_path / "fig2_acceptance.html").exists()
+
+
+def test_results_carry_fields_the_report_reads_not_labels(tmp_path):
+    """Each results.json run carries mode, rule, acceptance, node budget, auto and sweep point; the report finds
+    runs by those fields: renaming every label leaves the auto, acceptance and budget-curve tables as they were."""
+    from dataclasses import replace as _replace
+
+    from engine.bench.report import write_report
+    from engine.options import run_label
+
+    t = _asset_traces()[0]
+    todo = bench.variants(["ar", "dflash", "ddtree", "reanchor-auto", "shifted-fixed"], ["earliest"], None, None, [8],
+                          ["speculative", "match"])
+    for v in todo:   # the label is composed from the fields, in one place
+        assert v.label == run_label(v.mode, v.rule, v.acceptance, v.auto, v.sweep_nodes)
+    assert {(v.mode, v.rule) for v in todo if v.label.startswith("shifted-fixed")} == {("shifted-fixed", "fixed")}
+    res = _results(todo, {"d": {v.label: t for v in todo}}, temperature=1.0)
+    row = next(r for r in res["runs"] if r["label"] == "reanchor-auto-match")
+    assert (row["mode"], row["rule"], row["acceptance"], row["auto"], row["max_trie_nodes"]) == \
+        ("reanchor", "earliest", "match", True, "auto")
+    assert next(r for r in res["runs"] if r["label"] == "ddtree@8")["sweep_nodes"] == 8
+    md = write_report(res, tmp_path)
+    renamed = [_replace(v, label=f"run{i}") for i, v in enumerate(todo)]
+    (tmp_path / "b").mkdir()
+    md2 = write_report(_results(renamed, {"d": {v.label: t for v in renamed}}, temperature=1.0), tmp_path / "b")
+    for title in ("## Auto budgets", "## Acceptance rule", "## Budget curve"):
+        assert title in md and title in md2, title
+    assert "| ddtree | 8 |" in md and "| ddtree-match | 8 |" in md

@@ -130,14 +130,30 @@ def test_bench_refuses_drafter_with_drafters_before_loading(tmp_path, capsys):
 def test_ctrl_c_ends_a_command_without_a_traceback():
     """Ctrl-C where no command catches it (here while the embedded model loads or decodes): one line, exit 130."""
     import os
+    import re
     import signal
-    import time
+    import threading
 
     p = subprocess.Popen([sys.executable, "-m", "engine", "generate", "--prompt", "Count to a thousand.", "--mode", "ar",
                           "--max-new-tokens", "4000", "--ignore-eos"], cwd=ROOT, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True, env=os.environ | {"OMP_NUM_THREADS": "1"})
-    time.sleep(8)   # past the imports: the handler is main()'s
-    p.send_signal(signal.SIGINT)
-    out, err = p.communicate(timeout=120)
-    assert p.returncode == 130 and "Traceback" not in err, err[-2000:]
-    assert err.strip().splitlines()[-1] == "interrupted"
+                         stderr=subprocess.PIPE, env=os.environ | {"OMP_NUM_THREADS": "1"})
+    err, loading = bytearray(), threading.Event()
+
+    def read_stderr():
+        while chunk := os.read(p.stderr.fileno(), 4096):
+            err.extend(chunk)
+            if re.search(rb"Loading weights: 100%[^\n]*\n", err):  # loaded: in main(), whose handler it is, and
+                loading.set()                                          # the progress bar's line is closed
+
+    reader = threading.Thread(target=read_stderr, daemon=True)
+    reader.start()
+    try:
+        assert loading.wait(180), f"the model never finished loading: {bytes(err[-2000:])!r}"
+        p.send_signal(signal.SIGINT)
+        p.wait(timeout=120)
+    finally:
+        p.kill()
+    reader.join(10)
+    text = err.decode("utf-8", "replace")
+    assert p.returncode == 130 and "Traceback" not in text, text[-2000:]
+    assert text.strip().splitlines()[-1] == "interrupted"

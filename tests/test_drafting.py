@@ -1,4 +1,4 @@
-"""How the shifted blocks are drafted (ALGORITHM.md sections 1 and 4), recomputed from scratch.
+"""How the shifted blocks are drafted (docs/algorithm.md, steps 0 and 1), recomputed from scratch.
 
 Losslessness holds whatever the drafts are, so none of the lossless tests notices a broken
 ReAnchor. Here each round of a real run (tiny random target and drafter, T=0, fp32) is checked

@@ -1,5 +1,5 @@
-"""The project's layout (engine/CONTRACT.md): no module imports in a circle, not even through an import
-inside a function, and the pure core reads traces without torch."""
+"""The project's layout (docs/architecture.md): no module imports in a circle, not even through an import
+inside a function or a type-only one, and the pure core reads traces without torch."""
 from __future__ import annotations
 
 import ast
@@ -20,18 +20,12 @@ def module_name(path: Path) -> str:
 
 
 def imports_of(path: Path, known: set[str]) -> set[str]:
-    """Project modules a file imports anywhere (module level or inside functions); `if TYPE_CHECKING:`
-    blocks excluded (they never run)."""
+    """Project modules a file imports anywhere: module level, inside functions, and under `if TYPE_CHECKING:`
+    (a type-only import never runs, but it still ties the two modules together: a loop through it is a loop)."""
     name = module_name(path)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    skip = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If)
-            and getattr(node.test, "id", getattr(node.test, "attr", "")) == "TYPE_CHECKING"
-            for n in ast.walk(node)}
     out = set()
-    for node in ast.walk(tree):
-        if id(node) in skip:
-            continue
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
             targets = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom):

@@ -7,7 +7,7 @@ probability, assembled by the engine's own attach.proposal (every mode and rule,
 walked by speculative_accept with every coin and sample enumerated too (ScriptLaws). The law of
 the committed tokens, completed by the target, must equal the target's law to 1e-9.
 
-Breakages this catches (each tried by hand; see the report): testing a block attached at several
+Breakages this catches (each tried by hand: break the code, see this test red, restore): testing a block attached at several
 sites against its law (rule "all"), ignoring the node cap (Trie.whole), the residual p instead of
 max(p - q, 0), shifted paths before the baseline, proposing a baseline draw twice at one node,
 testing the draws of a trie the auto node budget cut by their scores against their laws

@@ -28,13 +28,13 @@ from pathlib import Path
 from .. import analyses as A
 from ..errors import InputError
 from ..options import MODES as ENGINE_MODES
-from ..options import (ACCEPTANCE, RULES, TREE_MODES, UNSHIFTED_MODES, add_model_args, models_from_args,
-                       parse_csv, parse_max_shifted, parse_max_trie_nodes, to_int)
+from ..options import (ACCEPTANCE, DEFAULT_MAX_NEW_TOKENS, DEFAULT_TREE_NODES, RULES, TREE_MODES, UNSHIFTED_MODES, add_model_args, mode_rule, models_from_args,
+                       parse_csv, parse_max_shifted, parse_max_trie_nodes, run_label, to_int)
 from .report import FIGURES, write_report
 from .sets import PER_SET, SETS, load_set, read_jsonl, sample_prompts
 
-AUTO_MODES = tuple(f"{m}-auto" for m in ENGINE_MODES if m != "ar")   # the cost budget picks k and nodes
-RULE_MODES = tuple(f"reanchor-{r}" for r in RULES if r != "earliest")  # --modes reanchor-all etc.
+AUTO_MODES = tuple(run_label(m, auto=True) for m in ENGINE_MODES if m != "ar")   # the cost budget picks k and nodes
+RULE_MODES = tuple(run_label("reanchor", r) for r in RULES if r != "earliest")  # --modes reanchor-all etc.
 DEFAULT_MODES = ENGINE_MODES + ("reanchor-auto",)
 WARMUP_TOKENS = 16
 
@@ -43,51 +43,55 @@ WARMUP_TOKENS = 16
 
 @dataclass
 class Variant:
-    label: str                 # results and trace folder name
+    label: str                 # results and trace folder name: options.run_label of the fields below
     mode: str
     rule: str
     max_shifted: int | str | None
-    max_trie_nodes: int | str | None = None
+    max_trie_nodes: int | str | None = None   # the node budget
     acceptance: str = "speculative"
+    auto: bool = False         # MODE-auto: the cost budget picks the shifted blocks and nodes
+    sweep_nodes: int | None = None   # a point N of the --tree-nodes sweep (MODE@N)
 
 
-def _one(mode: str, rule: str, max_shifted, max_trie_nodes, label: str | None = None) -> Variant:
+def _one(mode: str, rule: str, max_shifted, max_trie_nodes, sweep_nodes: int | None = None) -> Variant:
     """A plain mode: ar and dflash take no caps (they are the references); the others take the flags'."""
     plain = mode in ("ar", "dflash")
-    return Variant(label or mode, mode, rule, None if mode in UNSHIFTED_MODES else max_shifted,
-                   None if plain else max_trie_nodes)
+    rule = mode_rule(mode, rule)
+    return Variant(run_label(mode, rule, sweep_nodes=sweep_nodes), mode, rule,
+                   None if mode in UNSHIFTED_MODES else max_shifted, None if plain else max_trie_nodes,
+                   sweep_nodes=sweep_nodes)
 
 
 def variants(modes: list[str], rules: list[str], max_shifted, max_trie_nodes=None,
              tree_nodes: list[int] = (), acceptances=("speculative",)) -> list[Variant]:
-    """What to run, in column order; each acceptance rule after the other per variant (labels of
-    sample-and-match variants end in -match; `ar` drafts nothing, so it has one)."""
+    """What to run, in column order; each acceptance rule after the other per variant (`ar` drafts nothing,
+    so it has one)."""
     out = []
     for v in _variants(modes, rules, max_shifted, max_trie_nodes, tree_nodes):
-        out += [v] if v.mode == "ar" else [v if a == "speculative" else replace(v, label=f"{v.label}-{a}", acceptance=a)
+        out += [v] if v.mode == "ar" else [replace(v, acceptance=a, label=run_label(v.mode, v.rule, a, v.auto,
+                                                                                      v.sweep_nodes))
                                            for a in acceptances]
     return out
 
 
 def _variants(modes: list[str], rules: list[str], max_shifted, max_trie_nodes, tree_nodes) -> list[Variant]:
-    """Labels to variants: MODE (the flags' caps), reanchor once per --rules entry, reanchor-RULE,
+    """--modes to variants: MODE (the flags' caps), reanchor once per --rules entry, reanchor-RULE,
     MODE-auto (the cost budget picks shifted blocks and nodes), and MODE@N for each --tree-nodes N
     (tree modes: the budget curve)."""
     out = []
     for mode in modes:
         if mode == "reanchor":
-            out += [_one(mode, r, max_shifted, max_trie_nodes, "reanchor" if r == "earliest" else f"reanchor-{r}")
-                    for r in rules]
+            out += [_one(mode, r, max_shifted, max_trie_nodes) for r in rules]
         elif mode in AUTO_MODES:
             base = mode[: -len("-auto")]
-            out.append(Variant(mode, base, "fixed" if base == "shifted-fixed" else "earliest",
-                               None if base in UNSHIFTED_MODES else "auto", "auto"))
+            out.append(Variant(mode, base, mode_rule(base, "earliest"),
+                               None if base in UNSHIFTED_MODES else "auto", "auto", auto=True))
         elif mode in RULE_MODES:
-            out.append(_one("reanchor", mode.split("-", 1)[1], max_shifted, max_trie_nodes, mode))
+            out.append(_one("reanchor", mode.split("-", 1)[1], max_shifted, max_trie_nodes))
         else:
-            out.append(_one(mode, "fixed" if mode == "shifted-fixed" else "earliest", max_shifted, max_trie_nodes))
+            out.append(_one(mode, "earliest", max_shifted, max_trie_nodes))
     for mode in [m for m in modes if m in TREE_MODES]:
-        out += [_one(mode, "earliest", max_shifted, n, f"{mode}@{n}") for n in tree_nodes]
+        out += [_one(mode, "earliest", max_shifted, n, sweep_nodes=n) for n in tree_nodes]
     return out
 
 
@@ -420,7 +424,8 @@ def _run_row(set_name: str, v: Variant, trs: list[dict], temperature: float, ar:
         ar_wall = sum(t["stats"]["wall_s"] for t in ar)
         ar_tps = sum(t["stats"]["new_tokens"] for t in ar) / ar_wall if ar_wall > 0 else None
     return {"set": set_name, "mode": v.mode, "rule": v.rule, "label": v.label, "max_shifted": v.max_shifted,
-            "max_trie_nodes": v.max_trie_nodes, "acceptance": v.acceptance,
+            "max_trie_nodes": v.max_trie_nodes, "acceptance": v.acceptance, "auto": v.auto,
+            "sweep_nodes": v.sweep_nodes,
             "temperature": temperature, "n": len(trs), "tau": A.tau(trs), "rounds": sum(len(t["rounds"]) for t in trs),
             "new_tokens": new, "wall_s": wall, "tokens_per_s": tps, "speedup_vs_ar": _ratio(tps, ar_tps),
             "lossless": (sum(t["output_ids"] == a["output_ids"] for t, a in zip(trs, ar)) / len(trs))
@@ -449,7 +454,7 @@ def add_bench_args(subparsers) -> argparse.ArgumentParser:
                    help="acceptance rules at T>0, comma list of " + ", ".join(ACCEPTANCE)
                    + " (match variants are labelled <mode>-match)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--max-new-tokens", type=int, default=128)
+    p.add_argument("--max-new-tokens", type=int, default=DEFAULT_MAX_NEW_TOKENS)
     add_model_args(p)
     p.add_argument("--drafters", default=None,
                    help="comma list of drafters (folders, hub ids, 'default'), each run on every prompt and mode over "
@@ -457,8 +462,8 @@ def add_bench_args(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--ignore-eos", action="store_true", help="always generate --max-new-tokens")
     p.add_argument("--max-shifted", default=None, help="shifted blocks per round: all (default), auto or K")
     p.add_argument("--max-trie-nodes", default=None,
-                   help="verified nodes per round, anchor included: all (default; tree modes: "
-                        "32), auto or N (not for ar and dflash, the references)")
+                   help=f"verified nodes per round, anchor included: all (default; tree modes: "
+                        f"{DEFAULT_TREE_NODES}), auto or N (not for ar and dflash, the references)")
     p.add_argument("--tree-nodes", default=None,
                    help="comma list of node budgets N: each tree mode also runs as MODE@N (the budget curve)")
     p.add_argument("--block-size", type=int, default=None,

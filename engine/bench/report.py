@@ -2,8 +2,9 @@
 budget's, each a function of the results; Figure 2 as a self-contained HTML file."""
 from __future__ import annotations
 
-import re
 from pathlib import Path
+
+from ..options import run_label
 
 
 def _f(x, fmt="{:.2f}", none="–") -> str:
@@ -37,6 +38,15 @@ FIGURES = ("fig2_acceptance.html", "budget_curve.html")   # what write_figure an
 _ACCEPTANCE_NAMES = {"speculative": "speculative sampling", "match": "sample-and-match"}
 
 
+def plain_label(run: dict) -> str:
+    """A results.json run's name under speculative sampling, from its fields (options.run_label); a run without
+    fields (the app's rows name only a label) is its label."""
+    if "mode" not in run:
+        return run["label"]
+    return run_label(run["mode"], run.get("rule", "earliest"), auto=run.get("auto", False),
+                     sweep_nodes=run.get("sweep_nodes"))
+
+
 class Results:
     """Lookups into results.json: per (set, label) runs and analyses."""
 
@@ -53,12 +63,16 @@ class Results:
         # alone) the rule that ran, whose labels end in -match: lab() maps a mode's plain label to its run's
         accs = [r.get("acceptance", "speculative") for r in self.runs if r.get("mode") != "ar"]
         self.acceptance = "speculative" if not accs or "speculative" in accs else accs[0]
-        suffix = "" if self.acceptance == "speculative" else f"-{self.acceptance}"
-        self.plain: dict[str, str] = {}
+        self.plain: dict[str, str] = {}   # a run's name without its acceptance rule -> its label
         for r in self.runs:   # `ar` drafts nothing: one run, under either rule
             if r.get("mode") == "ar" or r.get("acceptance", "speculative") == self.acceptance:
-                self.plain.setdefault(r["label"].removesuffix(suffix), r["label"])
-        self.note = "" if not suffix else f" ({_ACCEPTANCE_NAMES.get(self.acceptance, self.acceptance)} runs)"
+                self.plain.setdefault(plain_label(r), r["label"])
+        self.note = "" if self.acceptance == "speculative" else \
+            f" ({_ACCEPTANCE_NAMES.get(self.acceptance, self.acceptance)} runs)"
+
+    def run_of(self, label: str) -> dict:
+        """The fields of the run named `label` (its first set's row)."""
+        return next((r for r in self.runs if r["label"] == label), {})
 
     def get(self, s: str, label: str, key: str):
         r = self._by.get((s, label))
@@ -128,7 +142,11 @@ def table2(R: Results) -> list[str]:
 
 def table_acceptance(R: Results) -> list[str]:
     """tau under speculative sampling and under sample-and-match, side by side (T > 0)."""
-    pairs = [(l, f"{l}-match") for l in R.labels if f"{l}-match" in R.labels]
+    by_rule: dict[str, dict[str, str]] = {}   # plain name -> {acceptance: label}
+    for r in R.runs:
+        if r.get("mode", "ar") != "ar":
+            by_rule.setdefault(plain_label(r), {})[r.get("acceptance", "speculative")] = r["label"]
+    pairs = [(a["speculative"], a["match"]) for a in by_rule.values() if {"speculative", "match"} <= a.keys()]
     if not pairs:
         return []
     cell = lambda s, l, m: f"{_f(R.get(s, l, 'tau'))} / {_f(R.get(s, m, 'tau'))}"  # noqa: E731
@@ -294,7 +312,7 @@ def trees(R: Results) -> list[str]:
                              f"{_x(R.get(s, l, 'speed_vs_dflash'))}")
         md += [f"\n## Trees: tau / tau over dflash / speed over dflash{R.note}\n",
                _table(["set"] + shown, [[s] + [cell(s, l) for l in shown] for s in R.sets])]
-    autos = [l for p, l in R.plain.items() if p.endswith("-auto")]
+    autos = [l for l in R.plain.values() if R.run_of(l).get("auto")]
     if autos and R.lab("dflash"):
         md += [f"\n## Auto budgets: tokens/s over dflash's (the goal: >= 0.97x on every set){R.note}\n",
                _table(["set"] + autos, [[s] + [_x(R.get(s, l, "speed_vs_dflash")) for l in autos]
@@ -308,10 +326,11 @@ def trees(R: Results) -> list[str]:
 def budget_curve(R: Results, out: Path) -> list[str]:
     """tau and tokens/s of each tree mode against its node budget N (the MODE@N runs, pooled over sets)."""
     curve: dict[str, list[tuple[int, str]]] = {}
-    for label in R.labels:
-        m = re.fullmatch(r"(.+)@(\d+)(.*)", label)  # MODE@N, or MODE@N-match: its own curve
-        if m:
-            curve.setdefault(m[1] + m[3], []).append((int(m[2]), label))
+    for label in R.labels:   # MODE@N runs; under sample-and-match, their own curve
+        r = R.run_of(label)
+        if r.get("sweep_nodes") is not None:
+            name = run_label(r["mode"], r.get("rule", "earliest"), r.get("acceptance", "speculative"))
+            curve.setdefault(name, []).append((r["sweep_nodes"], label))
     if not curve:
         return []
     rows = [[mode, n, _f(R.mean(l, "tau")), _f(R.mean(l, "tokens_per_s"), "{:.1f}"), _x(R.mean(l, "speedup_vs_ar"))]

@@ -32,7 +32,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import InputError
+from ..options import EMBEDDED_NAME
 from ..paths import REPO, default_drafter
+from ..trace import trace_drafter
 from .main import (Variant, aggregate, check_drafter_flags, decode_config, drafter_label, engine_info, parse_drafters,
                    plan, prepare, run_config, run_prompt, save_traces, set_aside_traces, start_out, trace_path,
                    write_results)
@@ -42,7 +44,7 @@ MAX_ATTEMPTS = 3          # a job that fails (or kills its worker) this often is
 WORKER_RESTARTS = 5       # Ray restarts a dead worker this often (each restart reloads the models)
 DECODE_KEYS = ("mode", "rule", "temperature", "seed", "max_new_tokens", "max_shifted", "max_trie_nodes",
                "ignore_eos")  # a resumed trace must have been made with these settings (and models: model_keys)
-RAY_VERSION = "2.60.0"    # the version requirements.txt pins and the README names
+RAY_VERSION = "2.60.0"    # the version requirements.txt pins and docs/benchmark.md names
 
 
 @dataclass(frozen=True)
@@ -340,11 +342,11 @@ def model_keys(args, v: Variant) -> dict:
     """The models a trace of `v` must have been made with, as the trace's config names them (trace.make_trace):
     the target, the drafter (`ar` drafts nothing: "none"), and the block size when --block-size sets it (else
     it is the drafter's own; round 0's blocks shrink to --max-new-tokens)."""
-    target = args.target or "embedded"
+    target = args.target or EMBEDDED_NAME
     drafter = args.drafter or "default"
     if drafter == "default":
         drafter = default_drafter(target)
-    keys = {"target": target, "drafter": "none" if v.mode == "ar" else drafter}
+    keys = {"target": target, "drafter": trace_drafter(v.mode, drafter)}
     if args.block_size and v.mode != "ar":
         keys["block_size"] = min(args.block_size, args.max_new_tokens)
     return keys

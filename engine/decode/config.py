@@ -4,19 +4,19 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from ..errors import InputError
-from ..options import (ACCEPTANCE, MAX_NEW_TOKENS, MODES, RULES, UNSHIFTED_MODES, parse_max_shifted,
-                       parse_max_trie_nodes, to_int)
+from ..options import (ACCEPTANCE, DEFAULT_MAX_NEW_TOKENS, DEFAULT_MODE, DEFAULT_RULE, MAX_NEW_TOKENS, MODES, RULES,
+                       UNSHIFTED_MODES, parse_max_shifted, parse_max_trie_nodes, to_int)
 
 GREEDY_BELOW = 1e-5   # a temperature under this decodes greedily (as vLLM does): logits / T would overflow
 
 
 @dataclass
 class DecodeConfig:
-    mode: str = "reanchor"
-    rule: str = "earliest"
+    mode: str = DEFAULT_MODE
+    rule: str = DEFAULT_RULE
     temperature: float = 0.0
     seed: int = 0
-    max_new_tokens: int = 128
+    max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS
     max_shifted: int | str | None = None   # cap on shifted blocks per round; "auto": the cost budget
     max_trie_nodes: int | str | None = None  # verified nodes per round (anchor included); "auto": the budget
     argmax_drafts: bool = False            # at T>0 draft by argmax instead of sampling

@@ -10,6 +10,7 @@ import torch
 
 from ..errors import InputError
 from ..models import Models, chat_ids, stop_token_ids
+from ..models.features import context_features
 from ..trie import Trie, build_trie
 from .config import DecodeConfig, auto_fields, validate
 from .drafting import Drafts, block_offset, propose
@@ -115,12 +116,10 @@ class Engine:
         return DynamicCache() if self.window else DynamicCache(config=self.models.target.config)
 
     def target_forward(self, ids, positions, mask, cache):
-        out = self.models.target(input_ids=ids, position_ids=positions, attention_mask=mask,
-                                 past_key_values=cache, use_cache=True,
-                                 output_hidden_states=bool(self.layer_ids))
-        feats = torch.cat([out.hidden_states[l + 1] for l in self.layer_ids], -1) \
-            if self.layer_ids else out.logits[..., :0]
-        return out.logits.float(), feats
+        with context_features(self.models.target, self.layer_ids) as features:
+            out = self.models.target(input_ids=ids, position_ids=positions, attention_mask=mask,
+                                     past_key_values=cache, use_cache=True)
+        return out.logits.float(), features(out.logits)
 
     def prefill(self, prompt_ids: list[int]):
         """(logits, features, cache) of the prompt: the cache then holds positions < len(prompt)."""

@@ -1,4 +1,4 @@
-"""One decoding round as a function of (state, config): ALGORITHM.md sections 1-4.
+"""One decoding round as a function of (state, config): docs/algorithm.md, steps 0-6.
 
     draft    g(0) = D(F[<s], [x_s, MASK..]) at s..s+L-1, and g(d) = D(F[<s] ++ R[<d], [a_d, MASK..])
              at s+d..s+d+L-1 for every retained offset d: one batched drafter call
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import torch
 
@@ -34,13 +34,23 @@ from .laws import TorchLaws, target_law
 TOP_K = 32            # ranked candidates per position for trees: a rank-r node needs r siblings before it
 AUTO_MAX_NODES = 96   # the tree the budget chooses from (the profile measures verify calls up to 128)
 
-if TYPE_CHECKING:
-    from .engine import Engine
+
+class ModelCalls(Protocol):
+    """What a round needs of the Engine (engine.py): its model calls and clock. Named here, not imported, so
+    that round.py does not import engine.py, which imports run.py, which imports this module."""
+    models: object
+
+    def sync_time(self) -> float: ...
+    def prefill(self, prompt_ids: list[int]): ...
+    def draft(self, ctx, ctx_new, R, anchors: list[int], s: int, L: int, T: float, gen, argmax: bool): ...
+    def verify(self, trie, s: int, cache): ...
+    def compact(self, cache, s: int, chain: list[int]) -> None: ...
+    def pick(self, logits, temperature: float, gen) -> int: ...
 
 
 @dataclass
 class State:
-    """What a round needs from the rounds before it (ALGORITHM.md "State between rounds").
+    """What a round needs from the rounds before it (docs/algorithm.md, steps 0 and 6).
 
     `cache` (target K/V, positions < s) and `ctx` (drafter context K/V) are updated in place by the
     model calls; every other field is replaced by the round that follows."""
@@ -73,7 +83,7 @@ class RoundConfig:
     auto_nodes: bool = False      # the budget picks the nodes verified
 
 
-def start(eng: Engine, prompt_ids: list[int], rc: RoundConfig, seed: int) -> tuple[int, State]:
+def start(eng: ModelCalls, prompt_ids: list[int], rc: RoundConfig, seed: int) -> tuple[int, State]:
     """Prefill the prompt: (the first generated token, the state before round 0)."""
     gen = torch.Generator(device=eng.models.device).manual_seed(seed)
     logits, feats, cache = eng.prefill(prompt_ids)
@@ -83,7 +93,7 @@ def start(eng: Engine, prompt_ids: list[int], rc: RoundConfig, seed: int) -> tup
                         random.Random(seed), done)
 
 
-def decode_round(eng: Engine, st: State, rc: RoundConfig, index: int) -> tuple[dict, State]:
+def decode_round(eng: ModelCalls, st: State, rc: RoundConfig, index: int) -> tuple[dict, State]:
     """Round `index` from state `st`: (its record, the next state)."""
     t0 = eng.sync_time()
     s = len(st.x) - 1

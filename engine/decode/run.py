@@ -2,11 +2,12 @@
 from __future__ import annotations
 
 import threading
+from dataclasses import asdict
 
 import torch
 
 from ..options import TREE_MODES
-from ..trace import make_trace, run_stats
+from ..trace import make_trace, run_stats, trace_config
 from .config import DecodeConfig, auto_fields
 from .round import RoundConfig, decode_round, start
 
@@ -48,10 +49,19 @@ class Run:
             pass
         return self.result
 
+    def trace_config(self) -> dict:
+        """The trace's config block: these settings on these models (trace.trace_config)."""
+        m, cfg = self.engine.models, self.cfg
+        block = self.rounds[0]["block_size"] if self.rounds and cfg.mode != "ar" \
+            else (cfg.block_size or (m.drafter.block_size if m.drafter else 1))
+        return trace_config(asdict(cfg), target=m.target_name, drafter=m.drafter_name, device=str(m.device),
+                            dtype=str(m.dtype).replace("torch.", ""), block_size=block)
+
     def trace(self) -> dict:
         if self.result is None:   # the caller left the loop early: the run so far, as a stopped one
             self.result = self._summary(stopped=True)
-        return make_trace(self)
+        return make_trace(self.trace_config(), self.prompt_ids, self.result, self.rounds,
+                          self.engine.models.tokenizer)
 
     def _summary(self, stopped: bool) -> dict:
         return {"output_ids": self.output_ids, "text": self.engine.decode(self.output_ids), "stopped": stopped,

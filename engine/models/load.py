@@ -17,6 +17,7 @@ from urllib.request import getproxies, proxy_bypass
 import torch
 
 from ..errors import InputError
+from ..options import EMBEDDED_NAME
 from ..paths import default_drafter
 from .embedded import SMOLLM2_MASK_ID, SMOLLM2_VOCAB
 
@@ -192,7 +193,7 @@ def load_target(name: str | None, device: torch.device, dtype: torch.dtype,
 
     from .embedded import embedded_dir
 
-    name = name or "embedded"
+    name = name or EMBEDDED_NAME
 
     def load(src: str, local: bool):
         tok = AutoTokenizer.from_pretrained(src, trust_remote_code=trust_remote_code, local_files_only=local)
@@ -201,7 +202,7 @@ def load_target(name: str | None, device: torch.device, dtype: torch.dtype,
             output_loading_info=True, local_files_only=local)
 
     try:
-        tok, model, info = load(str(embedded_dir()), True) if name == "embedded" else \
+        tok, model, info = load(str(embedded_dir()), True) if name == EMBEDDED_NAME else \
             load_pretrained("target", name, load)
     except InputError:
         raise
@@ -283,7 +284,7 @@ def default_mask_id(target) -> int:
 
 
 def load_drafter(name: str | None, target, device: torch.device, dtype: torch.dtype,
-                 target_name: str = "embedded", trust_remote_code: bool = False):
+                 target_name: str = EMBEDDED_NAME, trust_remote_code: bool = False):
     """'default' (the shipped drafter for the embedded target, else random), 'random', a folder or a hub id."""
     name = name or "default"
     if name == "default":
@@ -373,7 +374,7 @@ def load_models(target: str | None = None, drafter: str | None = None, device: s
     dev = resolve_device(device)
     dt = resolve_dtype(dtype, dev)
     ddt = resolve_dtype(draft_dtype, dev, "draft_dtype") if draft_dtype not in (None, "", "auto") else dt
-    tname = target or "embedded"
+    tname = target or EMBEDDED_NAME
     tgt, tok = load_target(tname, dev, dt, trust_remote_code)
     drf, dname = load_drafter(drafter, tgt, dev, ddt, tname, trust_remote_code)
     return Models(tgt, tok, drf, dev, dt, tname, dname)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from ..errors import InputError
 from ..models.embedded import SMOLLM2_MASK_ID as MASK_ID
+from ..options import EMBEDDED_NAME
 from ..paths import REPO as ROOT
 
 VARIANTS = ("dflash", "domino", "dspark", "opd")
@@ -23,7 +24,7 @@ def add_args(p: argparse.ArgumentParser) -> None:
 
 
 def _add_data_args(g: argparse._ArgumentGroup) -> None:
-    g.add_argument("--target", default="embedded", help="embedded (default) or a local HF folder")
+    g.add_argument("--target", default=EMBEDDED_NAME, help=f"{EMBEDDED_NAME} (default) or a local HF folder")
     g.add_argument("--data", default=str(ROOT / "out" / "train-data"), help="response shards and train state")
     g.add_argument("--more-data", type=lambda v: [f for f in v.split(",") if f], default=[],
                    help="comma list of further --data folders whose responses are trained on too (read only: "
@@ -136,7 +137,7 @@ def data_settings(args: argparse.Namespace) -> dict:
 
 def model_id(name: str) -> str:
     """A model's identity across runs: "embedded", a local folder's resolved path, else the name (a hub id)."""
-    if not name or name == "embedded":
+    if not name or name == EMBEDDED_NAME:
         return name
     p = Path(name).expanduser()
     return str(p.resolve()) if p.exists() else name

@@ -3,7 +3,7 @@
 One command, three resumable stages (data: data.py; loss: loss.py; prompts: prompts.py; the rest here):
   1. gen    the target answers our own prompts (engine/train/prompts.py): batched, left padded, greedy and T=0.7
             sampled responses, saved as token-id JSONL shards under --data (finished shards are skipped).
-  2. fit    the public DFlash recipe (shared/design/DFLASH.md): random anchors p inside each response; block
+  2. fit    the public DFlash recipe (docs/training.md): random anchors p inside each response; block
             [x_p, MASK...] at positions p..p+B-1 sees the target's context features at positions < p and its own
             block only. All blocks of a batch go through ONE drafter forward with a boolean attention mask over
             [context features, all blocks]. Loss through the frozen target head, weighted exp(-(k-1)/gamma):
@@ -34,6 +34,8 @@ import torch
 import torch.nn.functional as F
 
 from ..errors import InputError
+from ..models.features import context_features
+from ..options import EMBEDDED_NAME
 from ..paths import DRAFTERS
 from .data import generate_shards, load_shards, log
 from .flags import check_model_args, data_settings, model_id, target_layer_ids
@@ -96,19 +98,10 @@ class Features:
 @torch.no_grad()
 def target_states(target, layer_ids: list[int], **inputs) -> tuple[torch.Tensor, torch.Tensor]:
     """One target forward (`inputs`: input_ids and optionally position_ids and a 4D attention_mask): the drafter's
-    context features (the hidden states after `layer_ids`, concatenated) and the final normed hidden states."""
-    got: dict[int, torch.Tensor] = {}
-    # Hooks on the decoder layers: robust across transformers versions (DFLASH.md).
-    layers = target.model.layers
-    hooks = [layers[l].register_forward_hook(
-        lambda m, a, o, l=l: got.__setitem__(l, o[0] if isinstance(o, tuple) else o)) for l in layer_ids]
-    try:
+    context features (engine/models/features.py, as decoding reads them) and the final normed hidden states."""
+    with context_features(target, layer_ids) as features:
         final = target.model(**inputs, use_cache=False).last_hidden_state
-    finally:
-        for h in hooks:
-            h.remove()
-    feats = torch.cat([got[l] for l in layer_ids], dim=-1) if layer_ids else final[..., :0]
-    return feats, final
+    return features(final), final
 
 
 # -------------------------------------------------------------------------------------------- blocks
@@ -382,7 +375,7 @@ A DFlash block-diffusion drafter (`dflash.DFlashDraftModel`, {info['layers']} Qw
 {info['block_size']}, mask token id {info['mask_id']}, target layers {info['target_layer_ids']}) for
 SmolLM2-135M-Instruct (the embedded target of ReAnchor Explorer). It has no embedding table or LM head of its
 own: it uses the target's, frozen. Trained by `engine/train/main.py` (the public DFlash recipe, see
-shared/design/DFLASH.md) on the target's own responses to prompts from `engine/train/prompts.py` (our own set; no
+docs/training.md in the ReAnchor Explorer repository) on the target's own responses to prompts from `engine/train/prompts.py` (our own set; no
 benchmark items).
 
 | | |
@@ -676,7 +669,7 @@ class Trainer:
         for j, run in enumerate(self.lineage):
             table[f"earlier run {j + 1}"] = (f"{run['steps']} steps, {(run['train_s'] or 0) / 60:.1f} min on "
                                             f"{run['hardware']}, {run['response_tokens']} tokens, tau_sim {run['tau_sim']}")
-        return model_card({"name": f"smollm2-135m-dflash-b{self.B}" if a.target == "embedded" else self.out.name,
+        return model_card({"name": f"smollm2-135m-dflash-b{self.B}" if a.target == EMBEDDED_NAME else self.out.name,
                            "layers": a.layers, "block_size": self.B, "mask_id": a.mask_id, "table": table,
                            "target_layer_ids": self.drafter.target_layer_ids,
                            "eval": self.evals[-1] if self.evals else None})

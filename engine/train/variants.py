@@ -596,7 +596,7 @@ def replay_batch(target, head, layer_ids: list[int], f: torch.Tensor, seqs: list
     sequence), and their rows; None when no block attaches. Per sequence, one target pass over its chains
     (chain_states) gives their context features and a_d = the target's token after chain[:d]; g(d) = [a_d, MASK..]
     at positions start+d.. sees the sequence's features before `start` (f, padded to T) and its chain's first d
-    features, as the engine drafts it (ALGORITHM.md, step 1). It attaches at reanchor_sites' t, where its block
+    features, as the engine drafts it (docs/algorithm.md, step 1). It attaches at reanchor_sites' t, where its block
     position j predicts x[start+t+j] (j <= depth): drow indexes the drafter's output, trow the target's rows (b * T)
     whose distribution is that token's. Keys are [f, the chains' features (M per sequence), the blocks]."""
     B, per = block_size, []
