@@ -28,8 +28,8 @@ from pathlib import Path
 from .. import analyses as A
 from ..errors import InputError
 from ..options import MODES as ENGINE_MODES
-from ..options import (ACCEPTANCE, RULES, TREE_MODES, UNSHIFTED_MODES, add_model_args, models_from_args,
-                       parse_csv, parse_max_shifted, parse_max_trie_nodes, to_int)
+from ..options import (ACCEPTANCE, CALIBRATIONS, RULES, TREE_MODES, UNSHIFTED_MODES, add_model_args, auto_label,
+                       models_from_args, parse_csv, parse_max_shifted, parse_max_trie_nodes, to_int)
 from .report import FIGURES, write_report
 from .sets import PER_SET, SETS, load_set, read_jsonl, sample_prompts
 
@@ -79,9 +79,7 @@ def _variants(modes: list[str], rules: list[str], max_shifted, max_trie_nodes, t
             out += [_one(mode, r, max_shifted, max_trie_nodes, "reanchor" if r == "earliest" else f"reanchor-{r}")
                     for r in rules]
         elif mode in AUTO_MODES:
-            base = mode[: -len("-auto")]
-            out.append(Variant(mode, base, "fixed" if base == "shifted-fixed" else "earliest",
-                               None if base in UNSHIFTED_MODES else "auto", "auto"))
+            out.append(Variant(mode, *auto_label(mode)))
         elif mode in RULE_MODES:
             out.append(_one("reanchor", mode.split("-", 1)[1], max_shifted, max_trie_nodes, mode))
         else:
@@ -146,7 +144,8 @@ def decode_config(args, v: Variant, max_new: int):
     return DecodeConfig(mode=v.mode, rule=v.rule, temperature=args.temperature, seed=args.seed,
                         acceptance=v.acceptance, max_new_tokens=max_new, max_shifted=v.max_shifted,
                         max_trie_nodes=v.max_trie_nodes,
-                        ignore_eos=args.ignore_eos, block_size=args.block_size)
+                        ignore_eos=args.ignore_eos, block_size=args.block_size,
+                        calibration=getattr(args, "calibration", "online"))
 
 
 def run_prompt(eng, ids: list[int], todo: list[Variant], args, max_new: int, on_done=None) -> dict[str, dict]:
@@ -459,6 +458,9 @@ def add_bench_args(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--max-trie-nodes", default=None,
                    help="verified nodes per round, anchor included: all (default; tree modes: "
                         "32), auto or N (not for ar and dflash, the references)")
+    p.add_argument("--calibration", default="online", choices=CALIBRATIONS,
+                   help="the auto budget's costs: online (rescaled by each round's times) or fixed (the hardware "
+                        "profile's alone: repeatable)")
     p.add_argument("--tree-nodes", default=None,
                    help="comma list of node budgets N: each tree mode also runs as MODE@N (the budget curve)")
     p.add_argument("--block-size", type=int, default=None,
