@@ -5,6 +5,7 @@ other drafter of the Drafter menu (the shipped ones, for the embedded target) ge
 the same target the first time a run asks for it."""
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -14,6 +15,8 @@ from pathlib import Path
 
 from engine.options import EMBEDDED_NAME
 from engine.paths import shipped_drafters
+
+log = logging.getLogger("reanchor.app")
 
 
 def shown_name(name: str) -> str:
@@ -40,6 +43,8 @@ class ModelLoader:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._on_done: list = []
+        self.profile_step: tuple[int, int] | None = None   # (done, total) while the hardware is profiled
+        self.profile_s: float | None = None
 
     def on_done(self, fn) -> None:
         """Call fn() once loading has ended (loaded or failed); at once if it has."""
@@ -60,14 +65,37 @@ class ModelLoader:
             from engine.decode import Engine
             from engine.options import models_from_args
 
-            self.engine = Engine(models_from_args(self.args))
-            self.engines[self.default_drafter()] = self.engine
+            engine = Engine(models_from_args(self.args))
+            self.engines[self.default_drafter()] = engine
+            self.profile_step = (0, 0) if engine.models.drafter is not None else None
+            self.engine = engine
             self.loaded_s = time.monotonic() - self.started
         except Exception as e:  # InputError (bad --target / --drafter) and anything else
             self.error = str(e).splitlines()[0] if str(e) else type(e).__name__
             traceback.print_exc()
+        if self.profile_step is not None:
+            self._profile()
         for fn in self._on_done:
             fn()
+
+    def _profile(self) -> None:
+        """The auto budget's hardware profile, measured now (the model answers runs meanwhile; an auto run
+        started meanwhile waits for it), so that no auto run spends its first seconds measuring."""
+        from engine.decode.cost import engine_profile
+
+        def step(done: int, total: int) -> None:
+            self.profile_step = (done, total)
+            if done == 0:
+                log.info("measuring this machine: verify and draft cost by size (%d steps)", total)
+
+        t0 = time.monotonic()
+        try:
+            engine_profile(self.engine, progress=step)
+            self.profile_s = time.monotonic() - t0
+            log.info("hardware profile measured in %.1f s", self.profile_s)
+        except Exception:  # the runs that need it measure it themselves (and say what failed)
+            traceback.print_exc()
+        self.profile_step = None
 
     # -- drafters ---------------------------------------------------------------------------------
     def drafter_choices(self) -> dict[str, str]:
@@ -118,8 +146,21 @@ class ModelLoader:
         return self.engine is not None
 
     @property
+    def profiling(self) -> bool:
+        return self.profile_step is not None
+
+    @property
     def loading(self) -> bool:
-        return self.enabled and not self.ready and self.error is None
+        """Models loading, or the hardware being profiled after (the status line keeps counting)."""
+        return self.enabled and (not self.ready or self.profiling) and self.error is None
+
+    def profile_status(self) -> str:
+        """What the page says of the auto budget's hardware profile."""
+        if self.profiling:
+            done, total = self.profile_step
+            return (f"measuring this machine for the auto budget: verify cost by tree size, {done} of {total or '…'}"
+                    " (once; an auto run started now waits for it)")
+        return f"machine measured in {self.profile_s:.0f} s (auto budgets start at once)" if self.profile_s else ""
 
     def status(self) -> str:
         if not self.enabled:
@@ -128,9 +169,10 @@ class ModelLoader:
             return f"model loading failed: {self.error}"
         if self.ready:
             m = self.engine.models
+            profile = self.profile_status()
             return (f"ready: target {shown_name(m.target_name)}, drafter {shown_name(m.drafter_name)}, {m.device}, "
                     f"{str(m.dtype).replace('torch.', '')} (loaded in {self.loaded_s:.1f} s; other drafters "
-                    "of the menu load on their first run)")
+                    "of the menu load on their first run)" + (f"; {profile}" if profile else ""))
         t = time.monotonic() - self.started if self.started else 0.0
         return (f"loading models… {t:.0f} s (the first start de-quantises the embedded model, ~25 s); "
                 "example traces can be explored meanwhile")

@@ -8,7 +8,7 @@ from pathlib import Path
 import gradio as gr
 import plotly
 
-from . import plots, render
+from . import plots, race_view, render
 
 # Clicking a token (a span with data-r / data-k in the text view) sends its round to Python.
 JS_TOKEN_CLICK = """
@@ -181,7 +181,7 @@ def theme() -> gr.themes.Base:
     return gr.themes.Default(font=SYSTEM_FONTS, font_mono=MONO_FONTS)
 
 
-CSS = render.CSS + """
+CSS = render.CSS + race_view.CSS + """
 #rx-round-plot, #rx-timeline {min-height: 120px}
 /* an event's error is told by its toast, which names the control; Gradio's red "Error" pills on every
    output of the failed event would stay behind and hide nothing useful */

@@ -12,7 +12,7 @@ import gradio as gr
 
 from engine.options import MODES, RULES, SHIFTED_WORDS
 
-from . import plots, render, session, views
+from . import plots, race, render, session, views
 from .callbacks import Callbacks
 from .examples import example_prompts
 from .page import JS_PLOT, JS_TIMELINE, JS_TOKEN_CLICK, PLOT_TEMPLATE
@@ -141,14 +141,18 @@ def layout(loader, trace_choices, sessions: session.Sessions) -> SimpleNamespace
                 "shifted blocks re-anchored on rejected-suffix features are attached to the baseline "
                 "block by token matching, merged into a trie and verified in one pass.")
     c.model_status = gr.Markdown(loader.status(), elem_classes=["rx-status"], elem_id="rx-model-status")
-    with gr.Row():
-        with gr.Column(scale=2, min_width=320):
-            _controls(c, trace_choices, loader)
-        with gr.Column(scale=3, min_width=420):
-            _text_panel(c)
-    _inspector(c, loader)
-    _compare(c)
-    _analyses(c)
+    with gr.Tabs(selected="explore", elem_id="rx-tabs") as c.tabs:
+        with gr.Tab("Explore", id="explore", elem_id="rx-tab-explore"):
+            with gr.Row():
+                with gr.Column(scale=2, min_width=320):
+                    _controls(c, trace_choices, loader)
+                with gr.Column(scale=3, min_width=420):
+                    _text_panel(c)
+            _inspector(c, loader)
+            _compare(c)
+            _analyses(c)
+        with gr.Tab("Race", id="race", elem_id="rx-tab-race") as c.race_tab:
+            race.layout(c)
     return c
 
 
@@ -211,6 +215,9 @@ def build_ui(loader, sessions: session.Sessions | None = None) -> gr.Blocks:
         _wire_navigation(c, cb)
         _wire_runs(c, cb, view_out)
         _wire_traces(c, cb, view_out)
+        race.wire(c, race.Race(loader, sessions, cb), view_out)
+        # a tab shown again: Plotly figures drawn while it was hidden take its width
+        c.tabs.select(None, js="() => setTimeout(() => window.dispatchEvent(new Event('resize')), 60)")
         demo.load(cb.on_load, [c.state], view_out, api_name="show_example")
         demo.unload(cb.on_unload)
     loader.on_done(lambda: status_settled(demo, c, loader))

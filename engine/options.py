@@ -48,6 +48,12 @@ def run_label(mode: str, rule: str = "earliest", acceptance: str = "speculative"
     name += "-auto" if auto else ""
     name += f"@{sweep_nodes}" if sweep_nodes is not None else ""
     return name if mode == "ar" or acceptance == "speculative" else f"{name}-{acceptance}"
+
+# How the auto budget weighs its measured costs: "online" rescales the hardware profile by each round's
+# measured times (it follows the machine's load, so two runs of one prompt may take different trees);
+# "fixed" keeps the profile's costs as measured (the same prompt takes the same rounds on every run of a
+# loaded model: a rehearsed demo repeats).
+CALIBRATIONS = ("online", "fixed")
 MAX_NEW_TOKENS = 16384
 MAX_CAP = 2**31 - 1   # a per-round cap beyond this is "all" in all but name, and must fit a trace's ints
 
@@ -105,6 +111,15 @@ def parse_max_trie_nodes(value) -> int | str | None:
     """Verified trie nodes per round, the anchor included: None = every node (tree modes:
     DEFAULT_TREE_NODES)."""
     return parse_cap(value, "max_trie_nodes", 1)
+
+
+def auto_label(label: str) -> tuple[str, str, str | None, str] | None:
+    """MODE-auto (a speculative mode, the cost budget picking its shifted blocks where it drafts them and its
+    nodes) as (mode, rule, max_shifted, max_trie_nodes); None for any other label."""
+    base = label[: -len("-auto")] if label.endswith("-auto") else None
+    if base not in MODES or base == "ar":
+        return None
+    return base, mode_rule(base, "earliest"), None if base in UNSHIFTED_MODES else "auto", "auto"
 
 
 def parse_csv(value: str | None, allowed: tuple, field: str) -> list[str]:

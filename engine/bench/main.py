@@ -28,8 +28,9 @@ from pathlib import Path
 from .. import analyses as A
 from ..errors import InputError
 from ..options import MODES as ENGINE_MODES
-from ..options import (ACCEPTANCE, DEFAULT_MAX_NEW_TOKENS, DEFAULT_TREE_NODES, RULES, TREE_MODES, UNSHIFTED_MODES, add_model_args, mode_rule, models_from_args,
-                       parse_csv, parse_max_shifted, parse_max_trie_nodes, run_label, to_int)
+from ..options import (ACCEPTANCE, CALIBRATIONS, DEFAULT_MAX_NEW_TOKENS, DEFAULT_TREE_NODES, RULES, TREE_MODES,
+                       UNSHIFTED_MODES, add_model_args, mode_rule, models_from_args, parse_csv, parse_max_shifted,
+                       parse_max_trie_nodes, run_label, to_int)
 from .report import FIGURES, write_report
 from .sets import PER_SET, SETS, load_set, read_jsonl, sample_prompts
 
@@ -150,7 +151,8 @@ def decode_config(args, v: Variant, max_new: int):
     return DecodeConfig(mode=v.mode, rule=v.rule, temperature=args.temperature, seed=args.seed,
                         acceptance=v.acceptance, max_new_tokens=max_new, max_shifted=v.max_shifted,
                         max_trie_nodes=v.max_trie_nodes,
-                        ignore_eos=args.ignore_eos, block_size=args.block_size)
+                        ignore_eos=args.ignore_eos, block_size=args.block_size,
+                        calibration=getattr(args, "calibration", "online"))
 
 
 def run_prompt(eng, ids: list[int], todo: list[Variant], args, max_new: int, on_done=None) -> dict[str, dict]:
@@ -464,6 +466,9 @@ def add_bench_args(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--max-trie-nodes", default=None,
                    help=f"verified nodes per round, anchor included: all (default; tree modes: "
                         f"{DEFAULT_TREE_NODES}), auto or N (not for ar and dflash, the references)")
+    p.add_argument("--calibration", default="online", choices=CALIBRATIONS,
+                   help="the auto budget's costs: online (rescaled by each round's times) or fixed (the hardware "
+                        "profile's alone: repeatable)")
     p.add_argument("--tree-nodes", default=None,
                    help="comma list of node budgets N: each tree mode also runs as MODE@N (the budget curve)")
     p.add_argument("--block-size", type=int, default=None,

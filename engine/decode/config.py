@@ -4,8 +4,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from ..errors import InputError
-from ..options import (ACCEPTANCE, DEFAULT_MAX_NEW_TOKENS, DEFAULT_MODE, DEFAULT_RULE, MAX_NEW_TOKENS, MODES, RULES,
-                       UNSHIFTED_MODES, parse_max_shifted, parse_max_trie_nodes, to_int)
+from ..options import (ACCEPTANCE, CALIBRATIONS, DEFAULT_MAX_NEW_TOKENS, DEFAULT_MODE, DEFAULT_RULE, MAX_NEW_TOKENS, MODES,
+                       RULES, UNSHIFTED_MODES, parse_max_shifted, parse_max_trie_nodes, to_int)
 
 GREEDY_BELOW = 1e-5   # a temperature under this decodes greedily (as vLLM does): logits / T would overflow
 
@@ -23,6 +23,7 @@ class DecodeConfig:
     acceptance: str = "speculative"        # at T>0: engine.options.ACCEPTANCE
     ignore_eos: bool = False               # run to max_new_tokens (fixed-length benchmarks)
     block_size: int | None = None          # default: the drafter's trained block size
+    calibration: str = "online"            # the auto budget's costs: engine.options.CALIBRATIONS
 
 
 def validate(cfg: DecodeConfig, drafter_block_size: int | None) -> DecodeConfig:
@@ -32,6 +33,8 @@ def validate(cfg: DecodeConfig, drafter_block_size: int | None) -> DecodeConfig:
         raise InputError("mode", f"unknown mode {cfg.mode!r} (one of {', '.join(MODES)})")
     if cfg.rule not in RULES:
         raise InputError("rule", f"unknown rule {cfg.rule!r} (one of {', '.join(RULES)})")
+    if cfg.calibration not in CALIBRATIONS:
+        raise InputError("calibration", f"unknown calibration {cfg.calibration!r} (one of {', '.join(CALIBRATIONS)})")
     if cfg.acceptance not in ACCEPTANCE:
         raise InputError("acceptance", f"unknown acceptance {cfg.acceptance!r} (one of {', '.join(ACCEPTANCE)})")
     try:

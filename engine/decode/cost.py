@@ -93,10 +93,28 @@ class Profile:
 
     @classmethod
     def measure(cls, engine, context: int = 256, reps: int = 3,
-                draft_sizes=DRAFT_SIZES, verify_sizes=VERIFY_SIZES) -> "Profile":
-        """Time the engine's own draft and verify calls (Engine.time_calls)."""
+                draft_sizes=DRAFT_SIZES, verify_sizes=VERIFY_SIZES, progress=None) -> "Profile":
+        """Time the engine's own draft and verify calls (Engine.time_calls). `progress(done, total)`, when
+        given, is called after each step: then the sizes are timed one tree size a step (each step pairs a
+        verify size with a draft size, the cheapest one-block draft once those run out), so that a page
+        can say how far it is (~10 % slower: each step prefills its own context)."""
         t0 = time.perf_counter()
-        t = engine.time_calls(draft_sizes, verify_sizes, context, reps)
+        if progress is None:
+            t = engine.time_calls(draft_sizes, verify_sizes, context, reps)
+        else:
+            steps = max(len(verify_sizes), len(draft_sizes))
+            t = {"draft_ms": [], "verify_ms": []}
+            progress(0, steps)
+            for i in range(steps):
+                v = verify_sizes[min(i, len(verify_sizes) - 1)]
+                d = draft_sizes[i] if i < len(draft_sizes) else draft_sizes[0]
+                one = engine.time_calls((d,), (v,), context, reps)
+                if i < len(verify_sizes):
+                    t["verify_ms"].append(one["verify_ms"][0])
+                if i < len(draft_sizes):
+                    t["draft_ms"].append(one["draft_ms"][0])
+                t.update(context=one["context"], device=one["device"])
+                progress(i + 1, steps)
         # a bigger call never costs less: a running max removes timing noise that would invert it
         d_ms = np.maximum.accumulate(t["draft_ms"]).tolist()
         v_ms = np.maximum.accumulate(t["verify_ms"]).tolist()
@@ -121,6 +139,7 @@ class Stats:
     draft_scale: float = 1.0     # measured / profiled time, exponential moving averages
     verify_scale: float = 1.0
     overhead_ms: float = 0.0
+    fixed_costs: bool = False    # calibration "fixed": the profile's costs as measured, never the round times
 
     def acc0(self) -> float:
         return self.acc0_sum / self.rounds if self.rounds else 0.0
@@ -160,6 +179,8 @@ class Stats:
         if k:
             self.nodes_sum += by_shifted
             self.blocks_sum += k
+        if self.fixed_costs:   # repeatable: no decision depends on this run's timings
+            return
         # calibrate the synthetic profile against real calls (context length, mask building...)
         if rnd["draft_ms"] > 0:
             self.draft_scale += ema * (rnd["draft_ms"] / profile.draft(1 + k) - self.draft_scale)
@@ -250,12 +271,15 @@ class Budget:
     how many of the drafted nodes (best first) to verify; `observe(round_record)` after verifying.
     Build one with `budget_for(engine, cfg)`: the hardware profile is measured once per engine."""
 
-    def __init__(self, profile: Profile, tree_nodes: int | str | None = None, auto_nodes: bool = False):
+    def __init__(self, profile: Profile, tree_nodes: int | str | None = None, auto_nodes: bool = False,
+                 fixed_costs: bool = False):
         """`tree_nodes`: in a tree mode, its node budget (an int, or "auto"); None for a chain.
-        `auto_nodes`: the node budget (`nodes`) sizes the verified trie. Either way k no longer does."""
+        `auto_nodes`: the node budget (`nodes`) sizes the verified trie. Either way k no longer does.
+        `fixed_costs`: costs are the profile's alone (calibration "fixed"): every choice then follows from
+        the profile and the tokens, so the same prompt takes the same rounds on every run of this engine."""
         self.prof = profile
         self.stats = Stats(fixed_nodes=tree_nodes if isinstance(tree_nodes, int) else None,
-                           sized=tree_nodes is not None or auto_nodes)
+                           sized=tree_nodes is not None or auto_nodes, fixed_costs=fixed_costs)
         self.calib = Calibration()
         self.picks: list[tuple[int, int, int | None]] = []   # (m, k, n_nodes) per round
 
@@ -286,12 +310,19 @@ _PROFILES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 _PROFILING = threading.Lock()
 
 
-def engine_profile(engine, **kw) -> Profile:
-    """The engine's hardware profile, measured on first use (a few seconds) and kept with it."""
+def engine_profile(engine, progress=None, **kw) -> Profile:
+    """The engine's hardware profile, measured on first use (~17 s on a 2-core CPU) and kept with it.
+    A front end calls it when the model loads, with `progress(done, total)` to show the steps, so that
+    no run waits for it (app/loader.py)."""
     with _PROFILING:
         if engine not in _PROFILES:
-            _PROFILES[engine] = Profile.measure(engine, **kw)
+            _PROFILES[engine] = Profile.measure(engine, progress=progress, **kw)
         return _PROFILES[engine]
+
+
+def profiled(engine) -> Profile | None:
+    """The engine's profile if it has been measured, else None (measures nothing)."""
+    return _PROFILES.get(engine)
 
 
 def budget_for(engine, cfg) -> Budget | None:
@@ -302,4 +333,4 @@ def budget_for(engine, cfg) -> Budget | None:
         return None
     nodes = parse_max_trie_nodes(cfg.max_trie_nodes)
     tree = (nodes or DEFAULT_TREE_NODES) if cfg.mode in TREE_MODES else None   # an int or "auto"
-    return Budget(engine_profile(engine), tree, auto_n)
+    return Budget(engine_profile(engine), tree, auto_n, fixed_costs=cfg.calibration == "fixed")

@@ -1,0 +1,238 @@
+"""The Race tab: two to four decoding modes on one prompt, plain decoding (`ar`) the reference lane. Lanes run
+one after another on this machine (one model, shared cores), each streaming its text as it decodes; the
+finished race is replayed side by side on one clock from the recorded round times (app.race_view draws it).
+Also: the demo preset this machine's measured profile picks, the race's HTML export, and a lane opened in the
+round inspector through the app's own trace-loading path (Callbacks.on_upload)."""
+from __future__ import annotations
+
+import logging
+import tempfile
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import gradio as gr
+
+from engine.decode import DecodeConfig
+from engine.decode.cost import budget_for, profiled
+from engine.errors import InputError
+from engine.options import auto_label, mode_rule
+
+from . import race_view, session
+from .page import PLOTLY_JS
+from .examples import WRITTEN
+from .runs import bad_input, engine_or_error, field_error, parse_inputs, stream_run
+
+log = logging.getLogger("reanchor.app")
+
+REFERENCE = "ar"
+LANES = {  # label -> what the lane shows under its name
+    "ar": "plain decoding: the target alone, one token a pass",
+    "dflash": "DFlash: one drafted block a round",
+    "ddtree": "DDTree: a 32-node draft tree",
+    "reanchor": "ReAnchor: shifted blocks, every offset",
+    "reanchor-tree": "ReAnchor tree: 32 nodes",
+    "ddtree-auto": "DDTree, node budget sized for this machine",
+    "reanchor-auto": "ReAnchor, shifted blocks and nodes sized for this machine",
+    "reanchor-tree-auto": "ReAnchor tree, node budget sized for this machine",
+}
+MIN_LANES, MAX_LANES = 2, 4
+RACE_MAX_NEW = 256          # a demo, not a benchmark: bounds what a session's race holds (four traces)
+UPDATE_S = 0.1              # the live lanes at most this often (every round on the embedded model)
+DEMO_PROMPT = dict(WRITTEN)["code: Fibonacci"]
+# The profile's verify(32) / verify(1): under this a 32-node tree costs about one token's pass (memory-bound,
+# a GPU), so the fixed 32-node trees win; above it (compute-bound, a CPU) each node costs, and the auto budget
+# sizes each round's tree to what pays on this machine.
+FLAT_VERIFY = 1.6
+NOTE = ("Lanes ran one after another on this machine and are replayed side by side on one clock from their "
+        "recorded round times (measured time), or on target forward passes (hardware-free).")
+
+
+def lane_config(label: str) -> tuple[str, str, str | None, str | None]:
+    """(mode, rule, max_shifted, max_trie_nodes) of a lane label: a mode, or MODE-auto (engine.options)."""
+    return auto_label(label) or (label, mode_rule(label, "earliest"), None, None)
+
+
+def demo_preset(profile, dtype: str) -> tuple[list[str], str]:
+    """(lanes, why) for this machine, from its measured hardware profile (engine.decode.cost.Profile)."""
+    if profile is None:
+        return ["ar", "ddtree-auto", "reanchor-tree-auto"], ("this machine is not measured yet (the status line "
+                                                              "shows the profile's progress): the CPU choice")
+    ratio = profile.verify(32) / max(profile.verify(1), 1e-9)
+    where = f"{profile.device}, {dtype}"
+    if ratio < FLAT_VERIFY:
+        return ["ar", "ddtree", "reanchor-tree"], (
+            f"on this machine ({where}) verifying 32 nodes costs {ratio:.1f}× one token's pass: big trees are "
+            "nearly free, so the fixed 32-node trees")
+    return ["ar", "ddtree-auto", "reanchor-tree-auto"], (
+        f"on this machine ({where}) verifying 32 nodes costs {ratio:.1f}× one token's pass: each node costs, so "
+        "the auto budget sizes every round's tree to what pays here (docs/race.md: ddtree-auto at 1.2× plain "
+        "decoding on a 2-core CPU, fp32)")
+
+
+def badge_words(dtype: str) -> str:
+    """What the texts are compared with: plain decoding of the same target in the same dtype."""
+    return "plain decoding" if dtype == "float32" else f"plain decoding in {dtype} (not exact: {dtype} numerics " \
+        "change with the batch shape; fp32 is token-for-token exact)"
+
+
+def check_lanes(lanes) -> list[str]:
+    if not isinstance(lanes, (list, tuple)) or not all(isinstance(x, str) for x in lanes):
+        raise bad_input(f"Lanes: pick {MIN_LANES} to {MAX_LANES} of: {', '.join(LANES)}")
+    bad = [x for x in lanes if x not in LANES]
+    if bad:
+        raise bad_input(f"Lanes: {', '.join(repr(x)[:40] for x in bad)} not one of: {', '.join(LANES)}")
+    lanes = sorted(dict.fromkeys(lanes), key=lambda x: (x != REFERENCE, list(LANES).index(x)))
+    if not MIN_LANES <= len(lanes) <= MAX_LANES:
+        raise bad_input(f"Lanes: pick {MIN_LANES} to {MAX_LANES}, got {len(lanes)}")
+    return lanes
+
+
+class Race:
+    """The race callbacks; per-session state in gr.State (st["race"]: the last race's lanes and payload)."""
+
+    def __init__(self, loader, sessions: session.Sessions, callbacks):
+        self.loader, self.sessions, self.cb = loader, sessions, callbacks
+
+    def dtype(self, engine) -> str:
+        return str(engine.models.dtype).replace("torch.", "")
+
+    def preset(self):
+        """The demo preset's controls and the words saying what was chosen and why."""
+        engine = self.loader.engine if self.loader.ready else None
+        prof = profiled(engine) if engine is not None else None
+        dtype = self.dtype(engine) if engine is not None else "float32"
+        lanes, why = demo_preset(prof, dtype)
+        words = (f"**Demo preset:** {', '.join(lanes)}, {min(64, RACE_MAX_NEW)} tokens, repeatable budget. "
+                 f"Why: {why}. Texts are compared with {badge_words(dtype)}.")
+        return DEMO_PROMPT, lanes, 64, True, words
+
+    def _lanes_payload(self, labels, traces, statuses, ref, phase, dtype):
+        lanes = [race_view.lane_payload(lb, LANES[lb], statuses[i], traces[i]) for i, lb in enumerate(labels)]
+        return race_view.payload(lanes, ref, phase, NOTE, badge_words(dtype))
+
+    def on_race(self, prompt, lanes, max_new, repeatable, st):
+        """Run the lanes one after another, streaming each; then the replay and the export."""
+        st = st if isinstance(st, dict) else session.new_state()
+        self.sessions.touch(st)
+        p, *_ = parse_inputs(prompt, REFERENCE, "earliest", 0.0, 0, max_new)
+        n = parse_inputs(prompt, REFERENCE, "earliest", 0.0, 0, max_new)[5]
+        if n > RACE_MAX_NEW:
+            raise bad_input(f"Max new tokens: a race runs at most {RACE_MAX_NEW}, got {n}")
+        labels = check_lanes(lanes)
+        engine = engine_or_error(self.loader)
+        if st.get("run") is not None:
+            raise bad_input("Race: a run is already in progress in this session; press Stop first")
+        dtype, calibration = self.dtype(engine), "fixed" if repeatable else "online"
+        try:
+            ids = engine.encode_prompt(p)
+        except InputError as e:
+            raise field_error(e) from None
+        ref = labels.index(REFERENCE) if REFERENCE in labels else None
+        traces, statuses = [None] * len(labels), ["waiting"] * len(labels)
+        st.update(race_stop=False, race=None)
+        skip = gr.skip()
+        log.info("race started: %s, %d tokens, %s budget", labels, n, calibration)
+        for i, label in enumerate(labels):
+            if st.get("race_stop"):
+                statuses[i] = "skipped (stopped)"
+                continue
+            mode, rule, k, N = lane_config(label)
+            cfg = DecodeConfig(mode=mode, rule=rule, temperature=0.0, seed=0, max_new_tokens=n, max_shifted=k,
+                               max_trie_nodes=N, calibration=calibration)
+            if self.loader.profiling and "auto" in (k, N):
+                yield skip, f"lane {label}: waiting for this machine's profile ({self.loader.profile_status()})", skip
+            try:
+                run = engine.run(ids, cfg, budget_for(engine, cfg))
+            except InputError as e:
+                raise field_error(e) from None
+            st["run"], statuses[i] = run, "running"
+            config = {"mode": mode, "rule": rule, "temperature": 0.0, "seed": 0, "max_new_tokens": n,
+                      "max_shifted": k, "max_trie_nodes": N}
+            last = 0.0
+            try:
+                yield (race_view.payload_json(self._lanes_payload(labels, traces, statuses, ref, "live", dtype)),
+                       f"lane {i + 1} of {len(labels)}: {label} decoding…", skip)
+                for live, _ in stream_run(engine, run, ids, config):
+                    traces[i] = live
+                    if time.monotonic() - last >= UPDATE_S:
+                        last = time.monotonic()
+                        yield (race_view.payload_json(self._lanes_payload(labels, traces, statuses, ref, "live",
+                                                                          dtype)),
+                               f"lane {i + 1} of {len(labels)}: {label} decoding… {len(live['rounds'])} rounds", skip)
+            finally:
+                run.stop()
+                st["run"] = None
+            traces[i] = run.trace()
+            statuses[i] = "stopped" if run.result.get("stopped") else "done"
+        phase = "stopped" if st.get("race_stop") else "done"
+        p_final = self._lanes_payload(labels, traces, statuses, ref, phase, dtype)
+        st["race"] = {"labels": labels, "traces": traces}
+        path = self.export(p_final, labels)
+        log.info("race ended: %s", [(lb, lane["tps"]) for lb, lane in zip(labels, p_final["lanes"])])
+        yield (race_view.payload_json(p_final), "stopped: the lanes that ran are replayed" if phase == "stopped"
+               else "done: replaying the race side by side (see the clock)", gr.update(value=path, interactive=True))
+
+    def export(self, p: dict, labels: list[str]) -> str:
+        name = f"reanchor-race-{'-'.join(labels)}-{time.strftime('%Y%m%d-%H%M%S')}.html"
+        path = Path(tempfile.mkdtemp(prefix=session.EXPORT_PREFIX)) / name
+        path.write_text(race_view.export_html(p, "ReAnchor race: " + " vs ".join(labels),
+                                              PLOTLY_JS.read_text(encoding="utf-8")), encoding="utf-8")
+        return str(path)
+
+    def on_stop(self, st):
+        """Stop the lane running now (Run.stop(): at its next round boundary) and skip the lanes after it."""
+        if isinstance(st, dict):
+            st["race_stop"] = True
+            if st.get("run") is not None:
+                st["run"].stop()
+
+    def on_inspect(self, st, evt: gr.EventData):
+        """A lane's rounds in the round inspector: its trace loads through the app's trace-loading path."""
+        i = (getattr(evt, "_data", None) or {}).get("lane")
+        race = (st or {}).get("race") if isinstance(st, dict) else None
+        if not race or not isinstance(i, int) or not 0 <= i < len(race["traces"]) or race["traces"][i] is None:
+            raise bad_input("Race: no finished lane to open; run a race first")
+        path = session.export_trace(race["traces"][i])
+        return (*self.cb.on_upload(path, st), gr.Tabs(selected="explore"))
+
+
+def layout(c: SimpleNamespace) -> None:
+    """The Race tab's components (call inside its gr.Tab)."""
+    gr.Markdown("### Race: the modes against plain decoding, on one prompt, with the same text\n" + NOTE +
+                " Each lane's text is coloured by where its tokens came from (blue: the drafter's block, "
+                "other colours: a shifted block, amber: the target's own token). Stop ends the running lane "
+                "at its next round (each lane shows its longest round).", elem_classes=["rx-status"])
+    c.race_preset_note = gr.Markdown("", elem_id="rx-race-preset")
+    with gr.Row():
+        c.race_prompt = gr.Textbox(value=DEMO_PROMPT, label="Prompt", lines=2, max_lines=6, elem_id="rx-race-prompt",
+                                   scale=3)
+        with gr.Column(scale=2, min_width=300):
+            c.race_lanes = gr.CheckboxGroup(list(LANES), value=["ar", "ddtree-auto", "reanchor-tree-auto"],
+                                            label=f"Lanes ({MIN_LANES} to {MAX_LANES}; ar is the reference)",
+                                            elem_id="rx-race-lanes")
+            with gr.Row():
+                c.race_max_new = gr.Number(value=64, label=f"Max new tokens (≤ {RACE_MAX_NEW})", precision=0,
+                                           elem_id="rx-race-max-new", min_width=120)
+                c.race_repeatable = gr.Checkbox(value=True, label="repeatable budget (fixed calibration)",
+                                                elem_id="rx-race-repeatable", min_width=160)
+    with gr.Row():
+        c.race_btn = gr.Button("Race", variant="primary", elem_id="rx-race-run")
+        c.race_stop_btn = gr.Button("Stop", variant="stop", elem_id="rx-race-stop")
+        c.race_preset_btn = gr.Button("Demo preset for this machine", elem_id="rx-race-preset-btn")
+        c.race_export = gr.DownloadButton("Export race (HTML, plays offline)", interactive=False,
+                                          elem_id="rx-race-export")
+    c.race_status = gr.Markdown("", elem_classes=["rx-status"], elem_id="rx-race-status")
+    c.race_view = gr.HTML("", html_template=race_view.RACE_TEMPLATE, js_on_load=race_view.JS_RACE,
+                          apply_default_css=False, elem_id="rx-race")
+
+
+def wire(c: SimpleNamespace, race: Race, view_out: list) -> None:
+    model = dict(concurrency_limit=1, concurrency_id="model", show_progress="minimal", preprocess=False)
+    c.race_btn.click(race.on_race, [c.race_prompt, c.race_lanes, c.race_max_new, c.race_repeatable, c.state],
+                     [c.race_view, c.race_status, c.race_export], api_name="race", **model)
+    c.race_stop_btn.click(race.on_stop, [c.state], None, queue=False, show_progress="hidden", api_name="race_stop")
+    preset_out = [c.race_prompt, c.race_lanes, c.race_max_new, c.race_repeatable, c.race_preset_note]
+    c.race_preset_btn.click(race.preset, None, preset_out, queue=False, api_name="race_preset")
+    c.race_tab.select(lambda: race.preset()[-1], None, [c.race_preset_note], queue=False, show_progress="hidden")
+    c.race_view.click(race.on_inspect, [c.state], view_out + [c.tabs], api_name="race_inspect")

@@ -1,0 +1,132 @@
+"""The Race tab's logic without a browser (app/race.py, app/race_view.py): real runs of a tiny engine through the
+Race callbacks (a ModelLoader holding a real Engine, as its load leaves it), the payload's marks and verdicts,
+the demo preset from a profile, Stop between lanes, the export file."""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+
+import gradio as gr
+import pytest
+
+from app import loader as L
+from app import race, race_view, session
+from engine.decode import Engine
+from engine.decode.cost import Profile
+from tiny import tiny_models
+
+PROMPT = "a b c d e f g"
+
+
+@pytest.fixture(scope="module")
+def racer():
+    args = argparse.Namespace(target="tiny", drafter="tiny", device="cpu", dtype="float32", draft_dtype="auto",
+                              trust_remote_code=False)
+    ld = L.ModelLoader(args)
+    ld.engine = Engine(tiny_models("qwen3", 0))
+    ld.engines[ld.default_drafter()] = ld.engine
+    return race.Race(ld, session.Sessions(), callbacks=None)
+
+
+def _race(racer, lanes, n=24, st=None, stop_after=None):
+    st = st if st is not None else session.new_state()
+    outs = []
+    for out in racer.on_race(PROMPT, lanes, n, True, st):
+        outs.append(out)
+        if stop_after and isinstance(out[0], str) and stop_after(json.loads(out[0])):
+            racer.on_stop(st)
+    return st, outs, json.loads(outs[-1][0])
+
+
+def test_race_streams_each_lane_then_compares_with_plain_decoding(racer):
+    st, outs, final = _race(racer, ["dflash", "ar", "reanchor"])
+    assert [ln["label"] for ln in final["lanes"]] == ["ar", "dflash", "reanchor"]  # the reference first
+    live = [json.loads(o[0]) for o in outs if isinstance(o[0], str) and json.loads(o[0])["phase"] == "live"]
+    for i, label in enumerate(["ar", "dflash", "reanchor"]):
+        seen = [p["lanes"][i]["tokens"] for p in live if p["lanes"][i]["status"] == "running"]
+        assert len(set(seen)) >= 2 and seen == sorted(seen), (label, seen)  # it grew while decoding
+    ar = final["lanes"][0]
+    for lane in final["lanes"][1:]:
+        assert lane["ids"] == ar["ids"] and lane["same"] is True and lane["diff"] is None
+        assert lane["speedup"] == round(lane["tps"] / ar["tps"], 2)
+        assert lane["marks"][-1][2] == lane["tokens"] == len(lane["pieces"]) == len(lane["src"])
+        assert lane["passes"] <= ar["passes"]   # (a random tiny drafter may gain nothing)
+    assert ar["passes"] == ar["tokens"] == 24 and set(ar["src"]) == {"rx-x"}   # plain decoding: target tokens
+    assert st["race"]["traces"][1]["config"]["calibration"] == "fixed"
+    path = outs[-1][2]["value"]
+    assert path.endswith(".html")
+    html = open(path, encoding="utf-8").read()
+    from app.page import PLOTLY_JS   # inlined whole (its own text names a CDN for map data no race draws)
+
+    assert PLOTLY_JS.read_text(encoding="utf-8") in html
+    ours = html.replace(PLOTLY_JS.read_text(encoding="utf-8"), "")
+    assert not re.search(r"<script[^>]+src=|<link[^>]+href=|https?://", ours)
+    assert "Content-Security-Policy" in ours and "default-src 'none'" in ours   # nothing may be fetched
+    data = json.loads(re.search(r"id='race-data'>(.*?)</script>", html, re.S)[1])
+    assert [ln["pieces"] for ln in data["lanes"]] == [ln["pieces"] for ln in final["lanes"]]
+
+
+def test_a_differing_lane_names_its_first_differing_token():
+    ref = {"status": "done", "tps": 10.0, "ids": [1, 2, 3, 4], "pieces": ["a", "b", "c", "d"]}
+    other = {"status": "done", "tps": 12.0, "ids": [1, 2, 9, 4], "pieces": ["a", "b", "X", "d"]}
+    race_view.verdicts([ref, other], 0)
+    assert other["same"] is False and other["diff"] == {"at": 2, "ref": "c", "lane": "X"}
+    assert other["speedup"] == 1.2
+    assert race_view.first_difference([1, 2], [1, 2, 3]) == 2 and race_view.first_difference([1], [1]) is None
+
+
+def test_stop_ends_the_running_lane_and_skips_the_rest(racer):
+    st, _, final = _race(racer, ["ar", "dflash", "reanchor"], n=200,
+                         stop_after=lambda p: p["lanes"][1]["tokens"] >= 3)
+    statuses = [ln["status"] for ln in final["lanes"]]
+    assert statuses == ["done", "stopped", "skipped (stopped)"], statuses
+    assert final["phase"] == "stopped" and st["run"] is None
+    assert final["lanes"][1]["tokens"] < 200 and final["lanes"][1]["speedup"] is None
+
+
+def test_race_inputs_are_checked(racer):
+    for lanes, what in ((["ar"], "pick 2 to 4"), (["ar", "warp"], "'warp' not one of"),
+                        (["ar", "dflash", "ddtree", "reanchor", "reanchor-tree"], "pick 2 to 4")):
+        with pytest.raises(gr.Error, match=what):
+            list(racer.on_race(PROMPT, lanes, 16, True, session.new_state()))
+    with pytest.raises(gr.Error, match="Max new tokens: a race runs at most"):
+        list(racer.on_race(PROMPT, ["ar", "dflash"], race.RACE_MAX_NEW + 1, True, session.new_state()))
+    with pytest.raises(gr.Error, match="Prompt"):
+        list(racer.on_race(" ", ["ar", "dflash"], 16, True, session.new_state()))
+
+
+def test_demo_preset_follows_the_profile():
+    cpu = Profile(16, [1, 16], [10.0, 40.0], [1, 32, 128], [20.0, 70.0, 250.0], device="cpu")
+    gpu = Profile(16, [1, 16], [2.0, 2.2], [1, 32, 128], [5.0, 5.5, 7.0], device="cuda:0")
+    lanes, why = race.demo_preset(cpu, "float32")
+    assert lanes == ["ar", "ddtree-auto", "reanchor-tree-auto"] and "3.5×" in why and "cpu, float32" in why
+    lanes, why = race.demo_preset(gpu, "bfloat16")
+    assert lanes == ["ar", "ddtree", "reanchor-tree"] and "1.1×" in why
+    assert race.badge_words("float32") == "plain decoding"
+    assert race.badge_words("bfloat16").startswith("plain decoding in bfloat16")
+    assert race.lane_config("ddtree-auto") == ("ddtree", "earliest", None, "auto")
+    assert race.lane_config("reanchor-tree-auto") == ("reanchor-tree", "earliest", "auto", "auto")
+    assert race.lane_config("ar") == ("ar", "earliest", None, None)
+
+
+def test_the_loader_measures_the_machine_before_it_says_done(tmp_path):
+    """Model load, then the hardware profile, as steps the status line shows; on_done (the page's settled status)
+    comes after both, and the profile is there for the first auto run (cost.profiled)."""
+    from app_fixtures import save_tiny_folders
+    from engine.decode.cost import profiled
+
+    target, drafter = save_tiny_folders(tmp_path)
+    args = argparse.Namespace(target=str(target), drafter=str(drafter), device="cpu", dtype="float32",
+                              draft_dtype="auto", trust_remote_code=False)
+    ld, seen = L.ModelLoader(args), []
+    ld.on_done(lambda: seen.append(("done", profiled(ld.engine) is not None, ld.loading, ld.status())))
+    ld.start()
+    while ld._thread.is_alive():
+        if ld.profiling:
+            seen.append(("status", ld.status()))
+        ld._thread.join(0.02)
+    steps = [s[1] for s in seen if s[0] == "status"]
+    assert steps and all(s.startswith("ready:") and "measuring this machine" in s for s in steps), steps[:2]
+    assert re.search(r"verify cost by tree size, \d of 9", steps[-1]), steps[-1]
+    assert seen[-1][:3] == ("done", True, False) and "machine measured" in seen[-1][3]
