@@ -20,6 +20,10 @@ RULES = ("earliest", "fixed", "random", "latest", "all")
 ACCEPTANCE = ("speculative", "match")
 TREE_MODES = ("ddtree", "reanchor-tree")              # trees from the drafter's ranking (engine/tree.py)
 UNSHIFTED_MODES = ("ar", "dflash", "ddtree")          # modes that draft no shifted blocks
+# How a tree ranks its candidate nodes (engine/tree.py best_first): by the drafter's own probability
+# ("drafter", DDTree), or by the acceptance the run has measured for nodes like it (engine/decode/cost.py
+# TreeRanker: per source, rank, depth and q; "calibrated", issue 40).
+TREE_RANKS = ("drafter", "calibrated")
 DEFAULT_TREE_NODES = 32                               # verified nodes per round in tree modes, anchor included
 # Shifted blocks per round, as the app offers them: every available offset (the paper), the cost
 # model's budget for this hardware ("auto"), or at most N.

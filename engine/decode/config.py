@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from ..errors import InputError
-from ..options import (ACCEPTANCE, MAX_NEW_TOKENS, MODES, RULES, UNSHIFTED_MODES, parse_max_shifted,
+from ..options import (ACCEPTANCE, MAX_NEW_TOKENS, MODES, RULES, TREE_RANKS, UNSHIFTED_MODES, parse_max_shifted,
                        parse_max_trie_nodes, to_int)
 
 GREEDY_BELOW = 1e-5   # a temperature under this decodes greedily (as vLLM does): logits / T would overflow
@@ -23,6 +23,7 @@ class DecodeConfig:
     acceptance: str = "speculative"        # at T>0: engine.options.ACCEPTANCE
     ignore_eos: bool = False               # run to max_new_tokens (fixed-length benchmarks)
     block_size: int | None = None          # default: the drafter's trained block size
+    tree_rank: str = "drafter"             # tree modes: engine.options.TREE_RANKS
 
 
 def validate(cfg: DecodeConfig, drafter_block_size: int | None) -> DecodeConfig:
@@ -34,6 +35,8 @@ def validate(cfg: DecodeConfig, drafter_block_size: int | None) -> DecodeConfig:
         raise InputError("rule", f"unknown rule {cfg.rule!r} (one of {', '.join(RULES)})")
     if cfg.acceptance not in ACCEPTANCE:
         raise InputError("acceptance", f"unknown acceptance {cfg.acceptance!r} (one of {', '.join(ACCEPTANCE)})")
+    if cfg.tree_rank not in TREE_RANKS:
+        raise InputError("tree_rank", f"unknown tree ranking {cfg.tree_rank!r} (one of {', '.join(TREE_RANKS)})")
     try:
         t = float(cfg.temperature)
     except (TypeError, ValueError):
