@@ -267,6 +267,9 @@ def tree_sources(traces: Traces) -> dict:
       was (`step`: what a best-first heap multiplies along a path).
     - `horizon`: rounds whose accepted path reached g(0)'s block end (depth L-1) and ran past it, where
       only a shifted block reaches, and the drafts accepted past it.
+    - `retention`: how often the next round's g(1) (anchored at the target's token after the first retained
+      node) matched its g(0) somewhere (could attach), against the best choice among every rejected child
+      of the last accepted node, whose target token a tree verify also gives (an upper bound: T=0 rounds).
     - `displaced` (reanchor-tree rounds that recorded trie.ddtree, T=0): the tree g(0) alone would have
       grown with the same budget, replayed against the run's own greedy continuation: its accepted
       length vs the run's (rounds better / worse / same, its tau on these states), and the rounds where
@@ -323,7 +326,28 @@ def tree_sources(traces: Traces) -> dict:
         "horizon": {"rounds": rounds, "full_block_rounds": full, "beyond_rounds": beyond,
                     "beyond_share": _rate(beyond, rounds), "beyond_tokens": beyond_tokens},
         "displaced": displaced(traces),
+        "retention": retention(traces),
     }
+
+
+def retention(traces: Traces) -> dict:
+    """tree_sources' `retention`: consecutive rounds where the first one retained a node past its chain."""
+    c = Counter()
+    for t in [traces] if isinstance(traces, dict) else traces:
+        rs = t["rounds"]
+        for r, nxt in zip(rs, rs[1:]):
+            if not r["retained"] or not nxt["shifted"] or nxt["shifted"][0]["d"] != 1:
+                continue
+            last, tr = r["accepted_nodes"][-1], r["trie"]
+            later = set(nxt["baseline"])
+            kids = [n for n, p in enumerate(tr["parents"]) if p == last]
+            c["rounds"] += 1
+            c["attached"] += bool(nxt["shifted"][0]["sites"])
+            c["any_child"] += any(r["target_top1"][k] in later for k in kids)
+            c["children"] += len(kids)
+    n = c["rounds"]
+    return {"rounds": n, "g1_matched": c["attached"], "g1_matched_share": _rate(c["attached"], n),
+            "best_child_share": _rate(c["any_child"], n), "rejected_children_per_round": _rate(c["children"], n)}
 
 
 def _dkey(bucket: str) -> int:

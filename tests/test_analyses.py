@@ -347,3 +347,8 @@ def test_tree_sources_on_tiny_model_traces():
     assert sum(c["accepted"] for c in s["kinds"].values()) == sum(r["accepted"] for r in rounds)
     assert s["displaced"]["rounds"] == len(rounds) and s["displaced"]["tau"] == pytest.approx(A.tau(trs))
     assert s["displaced"]["better"] + s["displaced"]["worse"] + s["displaced"]["same"] == len(rounds)
+    # retention: the retained first node is one of the last accepted node's rejected children, so the best
+    # child matches the next g(0) at least as often as g(1) did (whose anchor is that node's target token)
+    ret = s["retention"]
+    assert ret["rounds"] > 0 and ret["g1_matched"] > 0
+    assert ret["g1_matched_share"] <= ret["best_child_share"] and ret["rejected_children_per_round"] >= 1
