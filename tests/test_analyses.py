@@ -349,6 +349,14 @@ def test_tree_sources_on_tiny_model_traces():
     assert s["displaced"]["better"] + s["displaced"]["worse"] + s["displaced"]["same"] == len(rounds)
     # retention: the retained first node is one of the last accepted node's rejected children, so the best
     # child matches the next g(0) at least as often as g(1) did (whose anchor is that node's target token)
+    # the recorded g(0)-alone tree is validated like the trie: a parent after its child is named
+    import copy
+    from engine.trace import TraceError, validate_trace
+    bad = copy.deepcopy(trs[0])
+    validate_trace(bad)
+    bad["rounds"][0]["trie"]["ddtree"]["parents"][1] = 3
+    with pytest.raises(TraceError, match=r"rounds\[0\]\.trie\.ddtree\.parents\[1\]"):
+        validate_trace(bad)
     ret = s["retention"]
     assert ret["rounds"] > 0 and ret["g1_matched"] > 0
     assert ret["g1_matched_share"] <= ret["best_child_share"] and ret["rejected_children_per_round"] >= 1
