@@ -17,7 +17,7 @@ from .tokentext import markdown_text
 REPLAY_WORK = 3_000_000  # path tokens a counterfactual may build (~2 us each): a loaded trace may ask for more
 
 NAMES = ("acceptance_histogram", "full_block_share", "post_rejection_agreement", "alignment_stats",
-         "earliest_win_rate", "gain_by_offset")
+         "earliest_win_rate", "gain_by_offset", "tree_sources")   # tree_sources: issue 40, docs/trees.md
 
 
 def compute(trace: dict | list[dict]) -> dict:

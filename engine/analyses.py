@@ -11,6 +11,7 @@ Quantities that need the target's choice off the accepted chain use `target_top1
 """
 from __future__ import annotations
 
+import math
 import numbers
 import random
 from collections import Counter
@@ -209,6 +210,190 @@ def round_sizes(traces: Traces) -> dict:
             "verify_ms": _rate(verify_ms, n)}
 
 
+# -- where a tree's nodes came from (per-node facts: block, rank, score) ---------------------------
+
+SCORE_EDGES = (-0.1, -0.25, -0.5, -1.0, -2.0, -3.0, -5.0, -8.0)   # score (log w) bins, best first
+DEPTHS = ((1, 1), (2, 2), (3, 4), (5, 8), (9, 16), (17, 10**9))    # depth buckets
+
+
+def score_bin(score: float) -> str:
+    """The SCORE_EDGES bin of a score, named by its bounds ("0..-0.1", ..., "<-8")."""
+    b = sum(score < e for e in SCORE_EDGES)
+    hi = 0.0 if b == 0 else SCORE_EDGES[b - 1]
+    return f"<{SCORE_EDGES[-1]:g}" if b == len(SCORE_EDGES) else f"{hi:g}..{SCORE_EDGES[b]:g}"
+
+
+def depth_bucket(depth: int) -> str:
+    lo, hi = next(b for b in DEPTHS if b[0] <= depth <= b[1])
+    return str(lo) if lo == hi else f"{lo}+" if hi >= 10**9 else f"{lo}-{hi}"
+
+
+def node_kind(block: int, rank: int) -> str:
+    """Who proposed a node: g(0) or a shifted block, at its first choice (rank 0) or another rank."""
+    return ("shifted" if block else "baseline") + (" rank>0" if rank else "")
+
+
+def tree_nodes(rnd: dict) -> Iterator[tuple[int, str, int, float, float, bool, bool]]:
+    """Per trie node but the anchor, of a round with per-node facts: (node, kind, depth, score, prob,
+    accepted, parent accepted). Accepted: on the accepted chain (the target followed its whole path)."""
+    t, acc = rnd["trie"], set(rnd["accepted_nodes"])
+    for n in range(1, len(t["tokens"])):
+        yield (n, node_kind(t["block"][n], t["rank"][n]), t["depths"][n], t["score"][n], t["prob"][n],
+               n in acc, t["parents"][n] in acc)
+
+
+def _cell() -> dict:
+    return {"nodes": 0, "accepted": 0, "predicted": 0.0}
+
+
+def _close(cell: dict, predicted: str | None = None) -> dict:
+    n = cell["nodes"]
+    out = {"nodes": n, "accepted": cell["accepted"], "rate": _rate(cell["accepted"], n)}
+    return out | ({predicted: _rate(cell["predicted"], n)} if predicted else {})
+
+
+def tree_sources(traces: Traces) -> dict:
+    """Where the nodes of rounds with per-node facts came from (g(0) at each rank, or a shifted block)
+    and what the target made of them (issue 40, docs/trees.md):
+
+    - `kinds`: per kind, nodes verified and accepted; `shifted_token_share`: accepted drafts a shifted
+      block proposed, over all accepted drafts.
+    - `equal_score`: per score bin (log w, the drafter's estimate that the node's path is accepted),
+      the acceptance of g(0)'s nodes and of shifted nodes; `shifted_rate` vs `baseline_rate_at_equal_score`
+      (g(0)'s rate in each bin, weighted by the shifted nodes in it): do shifted nodes beat the
+      alternatives of equal score that they compete with for the budget?
+    - `calibration`: per kind and depth, the mean predicted path acceptance exp(score) vs the accepted
+      share (`path`), and the drafter's own probability q vs the share accepted among nodes whose parent
+      was (`step`: what a best-first heap multiplies along a path).
+    - `horizon`: rounds whose accepted path reached g(0)'s block end (depth L-1) and ran past it, where
+      only a shifted block reaches, and the drafts accepted past it.
+    - `retention`: how often the next round's g(1) (anchored at the target's token after the first retained
+      node) matched its g(0) somewhere (could attach), against the best choice among every rejected child
+      of the last accepted node, whose target token a tree verify also gives (an upper bound: T=0 rounds).
+    - `displaced` (reanchor-tree rounds that recorded trie.ddtree, T=0): the tree g(0) alone would have
+      grown with the same budget, replayed against the run's own greedy continuation: its accepted
+      length vs the run's (rounds better / worse / same, its tau on these states), and the rounds where
+      a node the shifted blocks displaced would have been accepted.
+    """
+    kinds: dict[str, dict] = {}
+    eq: dict[str, dict[str, dict]] = {}
+    cal: dict[str, dict[str, dict]] = {}
+    step: dict[str, dict[str, dict]] = {}
+    rounds = full = beyond = beyond_tokens = acc_total = acc_shifted = 0
+    for r in rounds_of(traces):
+        if "block" not in r["trie"] or "score" not in r["trie"]:
+            continue
+        rounds += 1
+        L = r["block_size"]
+        full += r["accepted"] >= L - 1
+        beyond += r["accepted"] >= L
+        beyond_tokens += max(r["accepted"] - (L - 1), 0)
+        for n, kind, depth, score, prob, accepted, parent_ok in tree_nodes(r):
+            db, sb, shifted = depth_bucket(depth), score_bin(score), kind.startswith("shifted")
+            for c, pred in ((kinds.setdefault(kind, _cell()), math.exp(score)),
+                            (eq.setdefault(sb, {}).setdefault("shifted" if shifted else "baseline", _cell()), 0.0),
+                            (cal.setdefault(kind, {}).setdefault(db, _cell()), math.exp(score))):
+                c["nodes"] += 1
+                c["accepted"] += accepted
+                c["predicted"] += pred
+            if parent_ok:
+                c = step.setdefault(kind, {}).setdefault(db, _cell())
+                c["nodes"] += 1
+                c["accepted"] += accepted
+                c["predicted"] += prob
+            acc_total += accepted
+            acc_shifted += accepted and shifted
+    bins = sorted(eq, key=lambda b: -1e9 if b.startswith("<") else -float(b.split("..")[1]))
+    weighted = matched = 0.0
+    for b in bins:
+        s, g = eq[b].get("shifted"), eq[b].get("baseline")
+        if s and g and g["nodes"]:
+            weighted += s["nodes"] * g["accepted"] / g["nodes"]
+            matched += s["nodes"]
+    shifted_nodes = sum(c["nodes"] for k, c in kinds.items() if k.startswith("shifted"))
+    shifted_acc = sum(c["accepted"] for k, c in kinds.items() if k.startswith("shifted"))
+    return {
+        "rounds": rounds,
+        "kinds": {k: _close(c, "predicted") for k, c in sorted(kinds.items())},
+        "shifted_token_share": _rate(acc_shifted, acc_total),
+        "equal_score": {"bins": {b: {k: _close(c) for k, c in sorted(eq[b].items())} for b in bins},
+                        "shifted_rate": _rate(shifted_acc, shifted_nodes),
+                        "baseline_rate_at_equal_score": _rate(weighted, matched), "matched_nodes": int(matched)},
+        "calibration": {"path": {k: {d: _close(c, "predicted") for d, c in sorted(v.items(), key=lambda x: _dkey(x[0]))}
+                                 for k, v in sorted(cal.items())},
+                        "step": {k: {d: _close(c, "q") for d, c in sorted(v.items(), key=lambda x: _dkey(x[0]))}
+                                 for k, v in sorted(step.items())}},
+        "horizon": {"rounds": rounds, "full_block_rounds": full, "beyond_rounds": beyond,
+                    "beyond_share": _rate(beyond, rounds), "beyond_tokens": beyond_tokens},
+        "displaced": displaced(traces),
+        "retention": retention(traces),
+    }
+
+
+def retention(traces: Traces) -> dict:
+    """tree_sources' `retention`: consecutive rounds where the first one retained a node past its chain."""
+    c = Counter()
+    for t in [traces] if isinstance(traces, dict) else traces:
+        rs = t["rounds"]
+        for r, nxt in zip(rs, rs[1:]):
+            if not r["retained"] or not nxt["shifted"] or nxt["shifted"][0]["d"] != 1:
+                continue
+            last, tr = r["accepted_nodes"][-1], r["trie"]
+            later = set(nxt["baseline"])
+            kids = [n for n, p in enumerate(tr["parents"]) if p == last]
+            c["rounds"] += 1
+            c["attached"] += bool(nxt["shifted"][0]["sites"])
+            c["any_child"] += any(r["target_top1"][k] in later for k in kids)
+            c["children"] += len(kids)
+    n = c["rounds"]
+    return {"rounds": n, "g1_matched": c["attached"], "g1_matched_share": _rate(c["attached"], n),
+            "best_child_share": _rate(c["any_child"], n), "rejected_children_per_round": _rate(c["children"], n)}
+
+
+def _dkey(bucket: str) -> int:
+    return int(bucket.split("-")[0].rstrip("+"))
+
+
+def displaced(traces: Traces) -> dict:
+    """tree_sources' `displaced`: reanchor-tree rounds (T=0) against the g(0)-alone tree they recorded."""
+    c = Counter()
+    for t in [traces] if isinstance(traces, dict) else traces:
+        if float((t.get("config") or {}).get("temperature") or 0) != 0:
+            continue
+        committed = [tok for r in t["rounds"] for tok in r.get("new_tokens", [])]
+        start = 0
+        for r in t["rounds"]:
+            alt, left = r["trie"].get("ddtree"), len(committed) - start
+            n_new = len(r.get("new_tokens", []))
+            if alt is not None:
+                follow = committed[start:start + left]
+                mine = {tuple(p) for p in _token_paths(r["trie"]["tokens"], r["trie"]["parents"])}
+                alt_paths = _token_paths(alt["tokens"], alt["parents"])
+                a2 = max((len(p) - 1 for p in alt_paths if list(p[1:]) == follow[: len(p) - 1]), default=0)
+                hit = any(p not in mine and list(p[1:]) == follow[: len(p) - 1] for p in alt_paths)
+                c["rounds"] += 1
+                c["better"] += r["accepted"] > a2
+                c["worse"] += r["accepted"] < a2
+                c["hit"] += hit
+                c["displaced_nodes"] += sum(p not in mine for p in alt_paths)
+                c["tokens"] += n_new
+                c["alt_tokens"] += min(a2 + 1, left)
+            start += n_new
+    n = c["rounds"]
+    return {"rounds": n, "better": c["better"], "worse": c["worse"], "same": n - c["better"] - c["worse"],
+            "displaced_nodes_per_round": _rate(c["displaced_nodes"], n),
+            "displaced_accepted_rounds": c["hit"], "displaced_accepted_share": _rate(c["hit"], n),
+            "tau": _rate(c["tokens"], n), "ddtree_tau": _rate(c["alt_tokens"], n)}
+
+
+def _token_paths(tokens: list[int], parents: list[int]) -> list[tuple[int, ...]]:
+    """Every node's token path from the anchor (parents before children)."""
+    out: list[tuple[int, ...]] = []
+    for tok, p in zip(tokens, parents):
+        out.append((out[p] if p >= 0 else ()) + (tok,))
+    return out
+
+
 # -- counterfactuals: another assembly on the same rounds ------------------------------------------
 
 def counterfactual(trace: dict, mode: str, rule: str, seed: int = 0) -> list[dict]:
@@ -290,4 +475,5 @@ def summarize(traces: Traces) -> dict:
             "full_block_share": full_block_share(traces),
             "post_rejection_agreement": post_rejection_agreement(traces),
             "alignment": alignment_stats(traces), "earliest_win": earliest_win_rate(traces),
-            "gain_by_offset": gain_by_offset(traces), "sizes": round_sizes(traces)}
+            "gain_by_offset": gain_by_offset(traces), "sizes": round_sizes(traces),
+            "tree_sources": tree_sources(traces)}

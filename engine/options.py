@@ -20,6 +20,10 @@ RULES = ("earliest", "fixed", "random", "latest", "all")
 ACCEPTANCE = ("speculative", "match")
 TREE_MODES = ("ddtree", "reanchor-tree")              # trees from the drafter's ranking (engine/tree.py)
 UNSHIFTED_MODES = ("ar", "dflash", "ddtree")          # modes that draft no shifted blocks
+# How a tree ranks its candidate nodes (engine/tree.py best_first): by the drafter's own probability
+# ("drafter", DDTree), or by the acceptance the run has measured for nodes like it (engine/decode/cost.py
+# TreeRanker: per source, rank, depth and q; "calibrated", issue 40).
+TREE_RANKS = ("drafter", "calibrated")
 DEFAULT_TREE_NODES = 32                               # verified nodes per round in tree modes, anchor included
 # A run's defaults, read by DecodeConfig, the CLI and the benchmark (the app's page starts from its own:
 # 96 new tokens, enough to see a run end, on a CPU)
@@ -39,12 +43,13 @@ def mode_rule(mode: str, rule: str) -> str:
 
 
 def run_label(mode: str, rule: str = "earliest", acceptance: str = "speculative", auto: bool = False,
-              sweep_nodes: int | None = None) -> str:
+              sweep_nodes: int | None = None, tree_rank: str = "drafter") -> str:
     """A run's name in the benchmark (results.json, report.md, trace folders) and the app's Analyses, composed
     from its fields: MODE, reanchor-RULE (a rule other than the default), MODE-auto (the cost budget chose),
-    MODE@N (a point of a --tree-nodes sweep), each ending in -match under sample-and-match (`ar` drafts nothing:
+    MODE-cal (a tree ranked by calibrated acceptance), MODE@N (a point of a --tree-nodes sweep), each ending in -match under sample-and-match (`ar` drafts nothing:
     one name under either rule). Readers use the fields that results.json keeps beside it, never the name."""
     name = f"reanchor-{rule}" if mode == "reanchor" and rule != "earliest" else mode
+    name += "-cal" if tree_rank == "calibrated" else ""
     name += "-auto" if auto else ""
     name += f"@{sweep_nodes}" if sweep_nodes is not None else ""
     return name if mode == "ar" or acceptance == "speculative" else f"{name}-{acceptance}"

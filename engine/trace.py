@@ -32,7 +32,8 @@ STATS_KEYS = ("tau", "rounds", "new_tokens", "wall_s", "tokens_per_s")
 # Optional config entries the app reads, and what each must be when present.
 CONFIG_TYPES = {"mode": str, "rule": str, "temperature": (int, float), "seed": int, "max_new_tokens": int,
                 "block_size": (int, type(None)), "max_shifted": (int, str, type(None)),
-                "max_trie_nodes": (int, str, type(None)), "acceptance": str, "target": str, "drafter": str, "device": str, "dtype": str}
+                "max_trie_nodes": (int, str, type(None)), "acceptance": str, "target": str, "drafter": str, "device": str, "dtype": str,
+                "tree_rank": str}
 MAX_CHAR_TOKENS = 4       # a UTF-8 character has at most 4 bytes: byte-level tokens split it over at most 4
 
 
@@ -455,6 +456,25 @@ def check_trie_facts(r: dict, w: str, lim: Limits) -> None:
                     _fail(f"{w}.trie.prob[{j}]", f"must be a probability in [0, 1], got {_show(x)}")
 
 
+def check_tree_alternative(r: dict, w: str, lim: Limits) -> None:
+    """Optional trie.ddtree (reanchor-tree rounds, engine/tree.py): the tree g(0) alone would have grown,
+    {tokens, parents, score} of one length, node 0 the anchor, parents before children."""
+    alt = r["trie"].get("ddtree")
+    if alt is None:
+        return
+    w = f"{w}.trie.ddtree"
+    _obj(alt, w)
+    n = len(_ids(alt.get("tokens"), f"{w}.tokens", 1, lim.round_nodes))
+    if alt["tokens"][0] != r["anchor"]:
+        _fail(f"{w}.tokens[0]", f"must be the anchor {r['anchor']}, got {alt['tokens'][0]}")
+    parents = _ints(alt.get("parents"), f"{w}.parents", -1, n - 1, n, n)
+    for i, p in enumerate(parents):
+        if (p != -1) if i == 0 else not 0 <= p < i:
+            _fail(f"{w}.parents[{i}]", f"must be {'-1' if i == 0 else f'a node before {i}'}, got {p}")
+    for j, x in enumerate(_list(alt.get("score"), f"{w}.score", n, n)):
+        _number(x, f"{w}.score[{j}]")
+
+
 def check_confidence(r: dict, w: str, lim: Limits) -> None:
     """Optional confidence (a drafter's confidence head, DSpark): one probability in [0, 1] per drafted
     position of the baseline and of each shifted block."""
@@ -508,7 +528,7 @@ def check_budget(r: dict, w: str, lim: Limits) -> None:
 
 
 ROUND_CHECKS = (check_round_scalars, check_baseline, check_shifted, check_q, check_paths, check_trie, check_trie_facts,
-                check_accepted, check_committed, check_confidence, check_backbone, check_budget)
+                check_tree_alternative, check_accepted, check_committed, check_confidence, check_backbone, check_budget)
 
 
 def round_work(r: dict) -> int:

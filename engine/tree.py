@@ -67,11 +67,14 @@ class Tree:
         return out[::-1]
 
 
-def best_first(anchor: int, sources: list[Source], budget: int, max_depth: int) -> Tree:
+def best_first(anchor: int, sources: list[Source], budget: int, max_depth: int, ranker=None) -> Tree:
     """The `budget` best nodes (the anchor not counted) from every source, by log w, depth <= max_depth.
 
     sources[0] is the baseline. A shifted source enters the heap once the node it hangs under (the
-    baseline's rank-0 prefix to its site) is in the tree."""
+    baseline's rank-0 prefix to its site) is in the tree. `ranker` (engine/decode/cost.py TreeRanker):
+    rank by its calibrated log P(the target accepts the node | it accepts the parent) per source, rank and
+    position instead of the drafter's log q; a node's score is then the log of its path's estimated
+    acceptance. Both never grow along a path, so parents still precede children."""
     tree = Tree([anchor], [-1], [0], [0.0], [0], [0], [0.0], [[]])
     kids: dict[tuple[int, int], int] = {}
     heap: list[tuple] = []
@@ -82,8 +85,10 @@ def best_first(anchor: int, sources: list[Source], budget: int, max_depth: int) 
         src = sources[i]
         depth = src.site + pos + 1
         if pos < len(src.top) and rank < len(src.top[pos]) and depth <= max_depth:
+            lq = src.top[pos][rank][1]
+            v = lq if ranker is None else ranker.log_accept(src.d, rank, depth, lq)
             # best score first; ties: baseline before shifted, shallow first, then rank (deterministic)
-            heapq.heappush(heap, (-(base + src.top[pos][rank][1]), i, depth, rank, parent, pos, base))
+            heapq.heappush(heap, (-(base + v), i, depth, rank, parent, pos, base, v))
 
     for i, src in enumerate(sources[1:], start=1):
         waiting.setdefault(src.site, []).append(i)
@@ -92,15 +97,15 @@ def best_first(anchor: int, sources: list[Source], budget: int, max_depth: int) 
         push(i, 0, 0, 0, 0.0)
     added = 0
     while heap and added < budget:
-        _, i, depth, rank, parent, pos, base = heapq.heappop(heap)
+        _, i, depth, rank, parent, pos, base, v = heapq.heappop(heap)
         tok, lq = sources[i].top[pos][rank]
         node = kids.get((parent, tok))
         if node is None:
             node = kids[(parent, tok)] = len(tree.tokens)
-            for lst, v in ((tree.tokens, tok), (tree.parents, parent), (tree.depths, depth),
-                           (tree.scores, base + lq), (tree.sources, i), (tree.ranks, rank), (tree.logq, lq),
+            for lst, x in ((tree.tokens, tok), (tree.parents, parent), (tree.depths, depth),
+                           (tree.scores, base + v), (tree.sources, i), (tree.ranks, rank), (tree.logq, lq),
                            (tree.also, [])):
-                lst.append(v)
+                lst.append(x)
             added += 1
         elif i != tree.sources[node] and i not in tree.also[node]:
             tree.also[node].append(i)
@@ -110,7 +115,7 @@ def best_first(anchor: int, sources: list[Source], budget: int, max_depth: int) 
             for j in waiting.pop(depth, []):
                 push(j, 0, 0, node, tree.scores[node])
         push(i, pos, rank + 1, parent, base)     # next sibling
-        push(i, pos + 1, 0, node, base + lq)     # first child
+        push(i, pos + 1, 0, node, base + v)      # first child
     return tree
 
 
@@ -132,7 +137,7 @@ def leaf_order(tree: Tree) -> list[int]:
 
 def tree_proposal(baseline: list[int], shifted: dict[int, list[int]], ranked: list[list[list[tuple[int, float]]]],
                   mode: str, rule: str, rng: random.Random, depth_cap: int, nodes: int,
-                  confidence: list[list[float]] | None = None) -> tuple[list[Path], dict[int, dict], Trie, dict[str, list]]:
+                  confidence: list[list[float]] | None = None, ranker=None) -> tuple[list[Path], dict[int, dict], Trie, dict]:
     """One round's tree: (paths, per-offset sites, trie, per-node drafter facts).
 
     ranked[0] is the baseline's ranking, ranked[r] that of the r-th shifted block (offsets ascending).
@@ -140,7 +145,11 @@ def tree_proposal(baseline: list[int], shifted: dict[int, list[int]], ranked: li
     (attach.assemble) under its site. `nodes` caps the trie, the anchor included. The per-node facts,
     aligned with the trie: the block that proposed the node ("block": 0 or d), its rank and drafter
     probability there, and its score: log w, or with `confidence` (per row and position, a confidence
-    head's c_j) the log of the head's survival estimate (module docstring)."""
+    head's c_j) the log of the head's survival estimate (module docstring), or with a `ranker` the log
+    of its calibrated estimate that the target accepts the node's path (best_first).
+    A reanchor-tree round also records "ddtree": the tree g(0) alone would have grown with the same
+    budget and ranking ({tokens, parents, score}, parents within it), so that an analysis can tell which
+    of its nodes the shifted blocks displaced (analyses.tree_sources)."""
     info: dict[int, dict] = {}
     conf = confidence or [None] * len(ranked)
     sources = [Source(0, 0, ranked[0], conf=conf[0])]
@@ -148,7 +157,7 @@ def tree_proposal(baseline: list[int], shifted: dict[int, list[int]], ranked: li
         _, info = assemble(baseline, shifted, "reanchor", rule, rng)
         for row, d in enumerate(sorted(shifted), start=1):
             sources += [Source(d, t, ranked[row], conf=conf[row]) for t in info[d]["attached"]]
-    tree = best_first(baseline[0], sources, max(nodes - 1, 0), depth_cap)
+    tree = best_first(baseline[0], sources, max(nodes - 1, 0), depth_cap, ranker)
     paths, ends = [], []
     for leaf in leaf_order(tree):
         src = sources[tree.sources[leaf]]
@@ -159,10 +168,20 @@ def tree_proposal(baseline: list[int], shifted: dict[int, list[int]], ranked: li
     for leaf, trie_nodes in zip(ends, trie.path_nodes):
         for a, b in zip(tree.path(leaf), trie_nodes):
             of[b] = a
+    scores = tree_scores(tree, sources, ranker)
     facts = {"block": [sources[tree.sources[n]].d for n in of], "rank": [tree.ranks[n] for n in of],
-             "prob": [round(math.exp(tree.logq[n]), 6) for n in of],
-             "score": [round(x, 4) for x in path_scores(trie.parents, [node_logq(tree, sources, n) for n in of])]}
+             "prob": [round(math.exp(tree.logq[n]), 6) for n in of], "score": [scores[n] for n in of]}
+    if mode == "reanchor-tree":
+        alt = best_first(baseline[0], sources[:1], max(nodes - 1, 0), depth_cap, ranker)
+        facts["ddtree"] = {"tokens": alt.tokens, "parents": alt.parents, "score": tree_scores(alt, sources, ranker)}
     return paths, info, trie, facts
+
+
+def tree_scores(tree: Tree, sources: list[Source], ranker=None) -> list[float]:
+    """Every tree node's score (tree_proposal), rounded as a trace keeps it."""
+    if ranker is not None:
+        return [round(x, 4) for x in tree.scores]
+    return [round(x, 4) for x in path_scores(tree.parents, [node_logq(tree, sources, n) for n in range(len(tree))])]
 
 
 def node_logq(tree: Tree, sources: list[Source], n: int) -> float:
@@ -200,14 +219,28 @@ def best_nodes(scores: list[float], n: int) -> list[int]:
     return [0] + sorted(range(1, len(scores)), key=lambda i: (-scores[i], i))[:n]
 
 
-def prune(paths: list[Path], trie: Trie, facts: dict[str, list], keep: set[int]) -> tuple[Trie, dict[str, list]]:
+PER_NODE = ("block", "rank", "prob", "score")   # the facts aligned with the trie; others are the round's
+
+
+def prune(paths: list[Path], trie: Trie, facts: dict, keep: set[int]) -> tuple[Trie, dict]:
     """The trie cut to the nodes in `keep` (a tree: every kept node's parent is kept) and its per-node
     facts, re-aligned. Each path stops at its first dropped node; `paths` themselves stay whole, as
-    build_trie's max_nodes leaves them."""
+    build_trie's max_nodes leaves them. A recorded "ddtree" alternative is cut to as many nodes, its best."""
     cut = [p.tokens[: next((j for j, n in enumerate(nodes) if n not in keep), len(nodes))]
            for p, nodes in zip(paths, trie.path_nodes)]
     new = build_trie(cut)
     old_of = {}
     for nodes_old, nodes_new in zip(trie.path_nodes, new.path_nodes):
         old_of.update(zip(nodes_new, nodes_old))
-    return new, {k: [v[old_of[i]] for i in range(len(new))] for k, v in facts.items()}
+    out = {k: [v[old_of[i]] for i in range(len(new))] for k, v in facts.items() if k in PER_NODE}
+    if "ddtree" in facts:
+        out["ddtree"] = cut_tree(facts["ddtree"], len(new))
+    return new, out
+
+
+def cut_tree(alt: dict, n: int) -> dict:
+    """A recorded {tokens, parents, score} tree cut to its n best nodes (the anchor included), renumbered."""
+    keep = sorted(best_nodes(alt["score"], n - 1))
+    new_id = {old: i for i, old in enumerate(keep)}
+    return {"tokens": [alt["tokens"][i] for i in keep], "score": [alt["score"][i] for i in keep],
+            "parents": [new_id.get(alt["parents"][i], -1) for i in keep]}

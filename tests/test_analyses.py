@@ -306,3 +306,57 @@ def test_replay_tau_counts_the_tokens_each_round_commits():
                 left -= len(r["new_tokens"])
         own = A.counterfactual_summary(A.counterfactual(t, "reanchor", "earliest"))
         assert own["counterfactual_tau"] == own["tau"] and own["same"] == own["rounds"], (end, own)
+
+
+def test_tree_sources_hand_rounds():
+    """tree_sources on two hand-built reanchor-tree rounds (tests/test_tree.py hand_round: g(0) = 7 1 2 3,
+    g(1) = 2 9 10 11 attached at site 2, ten nodes: 1 2 3, g(0)'s rank-1 6 and 8 and their children, and
+    g(1)'s 9 10 11, where g(0) alone would have had 5 and its children). The target follows g(1) past g(0)'s
+    block in one round and takes 5, a node g(1)'s nodes displaced, in the other (the run ends there)."""
+    from test_tree import hand_round
+
+    far, near = hand_round(11, [1, 2, 9, 10, 11, 20]), hand_round(11, [5, 2])
+    assert far["accepted"] == 5 and near["accepted"] == 0
+    s = A.tree_sources([{"rounds": [far]}, {"rounds": [near]}])
+    assert s["rounds"] == 2
+    assert {k: (c["nodes"], c["accepted"]) for k, c in s["kinds"].items()} == \
+        {"baseline": (8, 2), "baseline rank>0": (6, 0), "shifted": (6, 3)}
+    assert s["shifted_token_share"] == pytest.approx(3 / 5)
+    assert s["horizon"] == {"rounds": 2, "full_block_rounds": 1, "beyond_rounds": 1, "beyond_share": 0.5,
+                            "beyond_tokens": 2}
+    d = s["displaced"]   # g(0) alone: 1 2 in the first round (no 9), 5 in the second
+    assert (d["rounds"], d["better"], d["worse"], d["displaced_accepted_rounds"]) == (2, 1, 1, 1)
+    assert d["tau"] == pytest.approx((6 + 1) / 2) and d["ddtree_tau"] == pytest.approx((3 + 1) / 2)
+    step = s["calibration"]["step"]
+    assert step["baseline rank>0"]["2"] == {"nodes": 1, "accepted": 0, "rate": 0.0, "q": pytest.approx(0.4)}
+    assert s["equal_score"]["shifted_rate"] == pytest.approx(3 / 6)
+
+
+def test_tree_sources_on_tiny_model_traces():
+    """On real reanchor-tree traces (tiny random models): the kinds count every verified node and every
+    accepted draft once; the replayed g(0)-alone tree of a run's own rounds gives the run's own tau."""
+    from engine.decode import DecodeConfig, Engine
+    from tiny import tiny_models
+
+    eng = Engine(tiny_models("llama", 3, block_size=5))
+    trs = [eng.generate(p, DecodeConfig(mode="reanchor-tree", max_new_tokens=24, max_trie_nodes=9, ignore_eos=True))
+           for p in ("ab", "c a b")]
+    s = A.tree_sources(trs)
+    rounds = list(A.rounds_of(trs))
+    assert sum(c["nodes"] for c in s["kinds"].values()) == sum(len(r["trie"]["tokens"]) - 1 for r in rounds)
+    assert sum(c["accepted"] for c in s["kinds"].values()) == sum(r["accepted"] for r in rounds)
+    assert s["displaced"]["rounds"] == len(rounds) and s["displaced"]["tau"] == pytest.approx(A.tau(trs))
+    assert s["displaced"]["better"] + s["displaced"]["worse"] + s["displaced"]["same"] == len(rounds)
+    # retention: the retained first node is one of the last accepted node's rejected children, so the best
+    # child matches the next g(0) at least as often as g(1) did (whose anchor is that node's target token)
+    # the recorded g(0)-alone tree is validated like the trie: a parent after its child is named
+    import copy
+    from engine.trace import TraceError, validate_trace
+    bad = copy.deepcopy(trs[0])
+    validate_trace(bad)
+    bad["rounds"][0]["trie"]["ddtree"]["parents"][1] = 3
+    with pytest.raises(TraceError, match=r"rounds\[0\]\.trie\.ddtree\.parents\[1\]"):
+        validate_trace(bad)
+    ret = s["retention"]
+    assert ret["rounds"] > 0 and ret["g1_matched"] > 0
+    assert ret["g1_matched_share"] <= ret["best_child_share"] and ret["rejected_children_per_round"] >= 1

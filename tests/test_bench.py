@@ -13,6 +13,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from engine.bench import main as bench
 from engine.bench import sets
+from engine import analyses as A
 from engine.options import ACCEPTANCE, parse_csv, parse_max_shifted
 from engine.errors import InputError
 from engine.trace import load_trace
@@ -513,3 +514,34 @@ def test_results_carry_fields_the_report_reads_not_labels(tmp_path):
     for title in ("## Auto budgets", "## Acceptance rule", "## Budget curve"):
         assert title in md and title in md2, title
     assert "| ddtree | 8 |" in md and "| ddtree-match | 8 |" in md
+
+
+def test_report_trees_by_source(tmp_path):
+    """Issue 40: each tree run against ddtree at the same node budget (same drafter and set), with the share of
+    accepted drafts shifted blocks proposed and g(0)'s own tree replayed on the run's rounds; the calibrated
+    ranking runs as MODE-cal."""
+    from engine.bench.report import write_report
+    from engine.decode import DecodeConfig, Engine
+    from engine.decode.cost import budget_for
+    from tiny import tiny_models
+
+    eng = Engine(tiny_models("llama", 3, block_size=5))
+    ids = eng.encode_prompt("c a b")
+    todo = bench.variants(["ddtree", "reanchor-tree-cal"], ["earliest"], None, None, [9])[2:]
+    assert [(v.label, v.mode, v.tree_rank, v.max_trie_nodes) for v in todo] == \
+        [("ddtree@9", "ddtree", "drafter", 9), ("reanchor-tree-cal@9", "reanchor-tree", "calibrated", 9)]
+    traces = {}
+    for v in todo:
+        cfg = bench.decode_config(_bench_args("--out", str(tmp_path), "--ignore-eos"), v, 24)
+        run = eng.run(ids, cfg, budget_for(eng, cfg))
+        run.finish()
+        traces[v.label] = run.trace()
+    res = _results(todo, {"d": traces})
+    row = next(r for r in res["runs"] if r["label"] == "reanchor-tree-cal@9")
+    ts = A.tree_sources(traces["reanchor-tree-cal@9"])
+    assert row["shifted_token_share"] == ts["shifted_token_share"] is not None
+    assert row["ddtree_tau_same_rounds"] == ts["displaced"]["ddtree_tau"] is not None
+    md = write_report(res, tmp_path)
+    ratio = traces["reanchor-tree-cal@9"]["stats"]["tau"] / traces["ddtree@9"]["stats"]["tau"]
+    assert f"| d | s | reanchor-tree-cal@9 | {row['tau']:.2f} | {ratio:.2f}x |" in md
+    assert "## Node acceptance by source (first drafter, every set)" in md

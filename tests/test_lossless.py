@@ -65,6 +65,35 @@ def test_budgets_stay_lossless():
         assert all(len(r["trie"]["tokens"]) <= (n or 999) for r in rounds)
 
 
+def test_calibrated_tree_ranking_is_lossless():
+    """tree_rank "calibrated" (trees ranked by the acceptance the run measures, engine/decode/cost.py
+    TreeRanker), under a fixed and the auto node budget: the target's own greedy decoding, the ranker
+    learning from the rounds (it is handed to the run and observes them), and the trees it grows under
+    the fixed budget not always the drafter-ranked ones."""
+    from engine.decode.cost import budget_for
+    from engine.trace import validate_trace
+    differ = 0
+    for kind, seed, prompt in (("llama", 3, "ab c"), ("qwen3", 4, "bbb aa")):
+        eng = Engine(tiny_models(kind, seed, block_size=5))
+        ids = eng.encode_prompt(prompt)
+        want = greedy_reference(eng.models.target, ids, N_NEW)
+        for mode in ("ddtree", "reanchor-tree"):
+            for nodes in (6, "auto"):
+                trees = {}
+                for rank in ("drafter", "calibrated"):
+                    cfg = DecodeConfig(mode=mode, max_new_tokens=N_NEW, max_trie_nodes=nodes, ignore_eos=True,
+                                       tree_rank=rank)
+                    budget = budget_for(eng, cfg)
+                    run = eng.run(ids, cfg, budget)
+                    trees[rank] = [r["trie"]["tokens"] for r in run]
+                    assert run.result["output_ids"] == want, (kind, mode, nodes, rank)
+                    assert validate_trace(run.trace())["config"]["tree_rank"] == rank
+                    if rank == "calibrated":
+                        assert sum(getattr(budget, "ranker", budget).seen.values()) > 0
+                differ += nodes == 6 and trees["drafter"] != trees["calibrated"]  # auto: timing differs too
+    assert differ > 0
+
+
 def test_stop_token_ends_the_run():
     eng = Engine(tiny_models("llama", 1))
     ids = eng.encode_prompt("ab")

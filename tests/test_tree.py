@@ -103,7 +103,8 @@ def test_tree_proposal_facts_align_with_the_trie():
                                              random.Random(0), 9, 12)
     assert len(trie) == 12 and trie.path_nodes[0] == list(range(len(trie.path_nodes[0])))
     assert info[1]["attached"] == [baseline.index(baseline[2])] and info[2]["attached"] == []  # g(2): no site
-    assert set(facts) == {"block", "rank", "prob", "score"} and all(len(v) == len(trie) for v in facts.values())
+    assert set(facts) == {"block", "rank", "prob", "score", "ddtree"}   # ddtree: the round's, g(0) alone
+    assert all(len(facts[k]) == len(trie) for k in ("block", "rank", "prob", "score"))
     for n in range(1, len(trie)):
         src = facts["block"][n]
         block_pos = trie.depths[n] - (0 if src == 0 else info[src]["attached"][0]) - 1
@@ -187,3 +188,62 @@ def test_auto_shifted_blocks_leave_a_tree_its_node_budget():
     rounds = list(eng.run(eng.encode_prompt("ab c"), cfg, budget_for(eng, cfg)))
     assert any(r["budget"]["shifted"] for r in rounds)
     assert all(len(r["trie"]["tokens"]) <= DEFAULT_TREE_NODES for r in rounds)
+
+
+# -- issue 40: a calibrated ranking, and the g(0)-alone tree a reanchor-tree round records --------------
+
+L9, L1 = math.log(0.9), math.log(0.1)
+RANKED0 = [[(1, L9), (5, L1)], [(2, math.log(0.6)), (6, math.log(0.4))], [(3, math.log(0.5)), (8, math.log(0.5))]]
+RANKED1 = [[(9, math.log(0.3)), (4, math.log(0.05))], [(10, L9), (12, L1)], [(11, math.log(0.8)), (13, math.log(0.2))]]
+BASE, SHIFTED = [7, 1, 2, 3], {1: [2, 9, 10, 11]}       # g(1) attaches at site 2 (g(0)[2] == 2)
+
+
+def hand_round(nodes: int, truth: list[int], ranker=None) -> dict:
+    """A reanchor-tree round over RANKED0/RANKED1 verified by a target whose top-1 at depth k is truth[k]."""
+    from engine.trace import round_record
+    from engine.trie import accept
+
+    paths, info, trie, facts = tree_proposal(BASE, SHIFTED, [RANKED0, RANKED1], "reanchor-tree", "earliest",
+                                             random.Random(0), 6, nodes, ranker=ranker)
+    top1 = [truth[d] if d < len(truth) else -1 for d in trie.depths]
+    chain, bonus = accept(trie, lambda n: top1[n])
+    new = [trie.tokens[n] for n in chain[1:]] + [bonus]
+    return round_record(0, 4, len(BASE), BASE, SHIFTED, info, paths, trie, chain, bonus, new, top1, 0, 1.0, 1.0, 1.0,
+                        facts)
+
+
+def tree_tokens(rnd: dict) -> set[int]:
+    return set(rnd["trie"]["tokens"][1:])
+
+
+def test_calibrated_ranking_lets_a_shifted_node_displace_a_sibling_worth_less():
+    """By the drafter's q, g(0)'s rank-1 node 6 (q 0.4) beats the shifted block's 9 (q 0.3 under the same
+    prefix); once the run has seen shifted nodes like 9 accepted and g(0)'s rank-1 nodes rejected, the
+    calibrated ranking takes 9 (and its block's continuation) instead."""
+    from engine.decode.cost import TreeRanker
+
+    assert tree_tokens(hand_round(4, [1, 2, 9, 10, 11, 20])) == {1, 2, 6}   # drafter ranking: 6 before 9
+    ranker = TreeRanker()
+    for _ in range(10):  # what the target did on rounds like it: g(1)'s path accepted, g(0)'s branches not
+        ranker.observe(hand_round(12, [1, 2, 9, 10, 11, 20]))
+    seen = hand_round(4, [1, 2, 9, 10, 11, 20], ranker)
+    assert tree_tokens(seen) == {1, 2, 9} and seen["accepted"] == 3
+    assert ranker.log_accept(1, 0, 3, math.log(0.3)) > ranker.log_accept(0, 1, 2, math.log(0.4))
+    # the score a calibrated tree records is its ranking's own estimate: log of a probability, along the path
+    t = seen["trie"]
+    assert all(t["score"][n] <= t["score"][t["parents"][n]] <= 0 for n in range(1, len(t["tokens"])))
+
+
+def test_reanchor_tree_records_the_tree_g0_alone_would_have_grown():
+    rnd = hand_round(7, [1, 2, 9, 10, 11, 20])
+    alt = rnd["trie"]["ddtree"]
+    ddtree = tree_proposal(BASE, {}, [RANKED0], "ddtree", "earliest", random.Random(0), 6, 7)[2]
+    assert sorted(alt["tokens"]) == sorted(ddtree.tokens) and alt["parents"][0] == -1
+    assert all(0 <= p < i for i, p in enumerate(alt["parents"]) if i)
+    # the auto node budget cuts the tree and its alternative to as many nodes, the best of each
+    from engine.tree import best_nodes, prune
+    paths, info, trie, facts = tree_proposal(BASE, SHIFTED, [RANKED0, RANKED1], "reanchor-tree", "earliest",
+                                             random.Random(0), 6, 7)
+    cut, cut_facts = prune(paths, trie, facts, set(best_nodes(facts["score"], 3)))
+    assert len(cut) == len(cut_facts["ddtree"]["tokens"]) == 4 == len(cut_facts["block"])
+    assert sorted(cut_facts["ddtree"]["tokens"]) == [1, 2, 6, 7]

@@ -34,7 +34,9 @@ from ..options import (ACCEPTANCE, CALIBRATIONS, DEFAULT_MAX_NEW_TOKENS, DEFAULT
 from .report import FIGURES, write_report
 from .sets import PER_SET, SETS, load_set, read_jsonl, sample_prompts
 
-AUTO_MODES = tuple(run_label(m, auto=True) for m in ENGINE_MODES if m != "ar")   # the cost budget picks k and nodes
+CAL_MODES = tuple(run_label(m, tree_rank="calibrated") for m in TREE_MODES)   # MODE-cal: tree_rank "calibrated" (cost.TreeRanker)
+AUTO_MODES = tuple(run_label(m, auto=True) for m in ENGINE_MODES if m != "ar") + tuple(
+    run_label(m, auto=True, tree_rank="calibrated") for m in TREE_MODES)   # the cost budget picks k and nodes
 RULE_MODES = tuple(run_label("reanchor", r) for r in RULES if r != "earliest")  # --modes reanchor-all etc.
 DEFAULT_MODES = ENGINE_MODES + ("reanchor-auto",)
 WARMUP_TOKENS = 16
@@ -52,15 +54,19 @@ class Variant:
     acceptance: str = "speculative"
     auto: bool = False         # MODE-auto: the cost budget picks the shifted blocks and nodes
     sweep_nodes: int | None = None   # a point N of the --tree-nodes sweep (MODE@N)
+    tree_rank: str = "drafter"       # tree modes: options.TREE_RANKS (MODE-cal: "calibrated")
 
 
 def _one(mode: str, rule: str, max_shifted, max_trie_nodes, sweep_nodes: int | None = None) -> Variant:
-    """A plain mode: ar and dflash take no caps (they are the references); the others take the flags'."""
+    """A plain mode: ar and dflash take no caps (they are the references); the others take the flags'.
+    MODE-cal: a tree mode ranked by calibrated acceptance."""
+    rank = "calibrated" if mode in CAL_MODES else "drafter"
+    mode = mode.removesuffix("-cal")
     plain = mode in ("ar", "dflash")
     rule = mode_rule(mode, rule)
-    return Variant(run_label(mode, rule, sweep_nodes=sweep_nodes), mode, rule,
+    return Variant(run_label(mode, rule, sweep_nodes=sweep_nodes, tree_rank=rank), mode, rule,
                    None if mode in UNSHIFTED_MODES else max_shifted, None if plain else max_trie_nodes,
-                   sweep_nodes=sweep_nodes)
+                   sweep_nodes=sweep_nodes, tree_rank=rank)
 
 
 def variants(modes: list[str], rules: list[str], max_shifted, max_trie_nodes=None,
@@ -70,7 +76,7 @@ def variants(modes: list[str], rules: list[str], max_shifted, max_trie_nodes=Non
     out = []
     for v in _variants(modes, rules, max_shifted, max_trie_nodes, tree_nodes):
         out += [v] if v.mode == "ar" else [replace(v, acceptance=a, label=run_label(v.mode, v.rule, a, v.auto,
-                                                                                      v.sweep_nodes))
+                                                                                      v.sweep_nodes, v.tree_rank))
                                            for a in acceptances]
     return out
 
@@ -85,13 +91,15 @@ def _variants(modes: list[str], rules: list[str], max_shifted, max_trie_nodes, t
             out += [_one(mode, r, max_shifted, max_trie_nodes) for r in rules]
         elif mode in AUTO_MODES:
             base = mode[: -len("-auto")]
+            rank = "calibrated" if base in CAL_MODES else "drafter"
+            base = base.removesuffix("-cal")
             out.append(Variant(mode, base, mode_rule(base, "earliest"),
-                               None if base in UNSHIFTED_MODES else "auto", "auto", auto=True))
+                               None if base in UNSHIFTED_MODES else "auto", "auto", auto=True, tree_rank=rank))
         elif mode in RULE_MODES:
             out.append(_one("reanchor", mode.split("-", 1)[1], max_shifted, max_trie_nodes))
         else:
             out.append(_one(mode, "earliest", max_shifted, max_trie_nodes))
-    for mode in [m for m in modes if m in TREE_MODES]:
+    for mode in [m for m in modes if m in TREE_MODES + CAL_MODES]:
         out += [_one(mode, "earliest", max_shifted, n, sweep_nodes=n) for n in tree_nodes]
     return out
 
@@ -114,11 +122,11 @@ def plan(args) -> tuple[list[Variant], dict[str, list[dict]]]:
     check_drafter_flags(args)
     # no --sets: every set, or none beside --prompts (parse_csv reads None as an empty list)
     set_names = parse_csv(args.sets, SETS, "sets") if args.sets is not None else [] if args.prompts else list(SETS)
-    modes = parse_csv(args.modes, ENGINE_MODES + AUTO_MODES + RULE_MODES, "modes")
+    modes = parse_csv(args.modes, ENGINE_MODES + CAL_MODES + AUTO_MODES + RULE_MODES, "modes")
     rules = parse_csv(args.rules, RULES, "rules") or ["earliest"]
     accs = parse_csv(args.acceptance, ACCEPTANCE, "acceptance") or ["speculative"]
     sweep = [to_int(x, "tree_nodes", lo=1) for x in (args.tree_nodes or "").split(",") if x.strip()]
-    if sweep and not set(modes) & set(TREE_MODES):  # else no MODE@N would run, and no curve, without a word
+    if sweep and not set(modes) & set(TREE_MODES + CAL_MODES):  # else no MODE@N would run, and no curve, without a word
         raise InputError("tree_nodes", f"needs a tree mode in --modes ({', '.join(TREE_MODES)})")
     if rules != ["earliest"] and "reanchor" not in modes:  # only reanchor runs once per rule: say it, not silently
         print(f"warning: --rules {','.join(rules)} applies to reanchor, which is not in --modes: no run per rule "
@@ -150,7 +158,7 @@ def decode_config(args, v: Variant, max_new: int):
 
     return DecodeConfig(mode=v.mode, rule=v.rule, temperature=args.temperature, seed=args.seed,
                         acceptance=v.acceptance, max_new_tokens=max_new, max_shifted=v.max_shifted,
-                        max_trie_nodes=v.max_trie_nodes,
+                        max_trie_nodes=v.max_trie_nodes, tree_rank=v.tree_rank,
                         ignore_eos=args.ignore_eos, block_size=args.block_size,
                         calibration=getattr(args, "calibration", "online"))
 
@@ -410,6 +418,8 @@ def aggregate(done: dict[str, list[tuple[str, dict[str, dict[str, dict]]]]], tod
                                                      else A.post_rejection_agreement(trs))["rate"]
                     g = s["gain_by_offset"] if s else A.gain_by_offset(trs)
                     r.update({k: g[k] for k in ("extra_per_round", "gained_share", "per_gained_round")})
+                if r["mode"] in TREE_MODES:   # per drafter: where accepted tokens came from (issue 40)
+                    r.update(tree_row(s["tree_sources"] if s else A.tree_sources(trs)))
                 r["tau_vs_dflash"] = _ratio(r["tau"], dfl and dfl["tau"])
                 r["speed_vs_dflash"] = _ratio(r["tokens_per_s"], dfl and dfl["tokens_per_s"])
             runs += row.values()
@@ -427,11 +437,21 @@ def _run_row(set_name: str, v: Variant, trs: list[dict], temperature: float, ar:
         ar_tps = sum(t["stats"]["new_tokens"] for t in ar) / ar_wall if ar_wall > 0 else None
     return {"set": set_name, "mode": v.mode, "rule": v.rule, "label": v.label, "max_shifted": v.max_shifted,
             "max_trie_nodes": v.max_trie_nodes, "acceptance": v.acceptance, "auto": v.auto,
-            "sweep_nodes": v.sweep_nodes,
+            "sweep_nodes": v.sweep_nodes, "tree_rank": v.tree_rank,
             "temperature": temperature, "n": len(trs), "tau": A.tau(trs), "rounds": sum(len(t["rounds"]) for t in trs),
             "new_tokens": new, "wall_s": wall, "tokens_per_s": tps, "speedup_vs_ar": _ratio(tps, ar_tps),
             "lossless": (sum(t["output_ids"] == a["output_ids"] for t, a in zip(trs, ar)) / len(trs))
             if ar and temperature == 0 else None}
+
+
+def tree_row(ts: dict) -> dict:
+    """A tree run's row facts from analyses.tree_sources: the share of accepted drafts shifted blocks
+    proposed, of rounds running past g(0)'s block, and the tau g(0)'s tree alone would have had on the
+    run's own rounds (reanchor-tree), with the share of rounds where a displaced node would have been accepted."""
+    d = ts["displaced"]
+    return {"shifted_token_share": ts["shifted_token_share"], "beyond_share": ts["horizon"]["beyond_share"],
+            "ddtree_tau_same_rounds": d["ddtree_tau"] if d["rounds"] else None,
+            "displaced_accepted_share": d["displaced_accepted_share"]}
 
 
 def _ratio(a, b):
@@ -448,7 +468,8 @@ def add_bench_args(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--prompts", default=None, help="extra JSONL set of {\"id\", \"prompt\"} lines")
     p.add_argument("--n", type=int, default=10, help=f"prompts per set (of {PER_SET} sampled with --seed)")
     p.add_argument("--modes", default=",".join(DEFAULT_MODES),
-                   help="comma list of " + ", ".join(ENGINE_MODES) + ", MODE-auto (the cost budget) or reanchor-<rule>")
+                   help="comma list of " + ", ".join(ENGINE_MODES) + ", MODE-auto (the cost budget), reanchor-<rule> or "
+                        "ddtree-cal / reanchor-tree-cal (trees ranked by calibrated acceptance)")
     p.add_argument("--rules", default="earliest",
                    help="attachment rules for reanchor, comma list of " + ", ".join(RULES))
     p.add_argument("--temperature", type=float, default=0.0)

@@ -2,9 +2,10 @@
 budget's, each a function of the results; Figure 2 as a self-contained HTML file."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
-from ..options import run_label
+from ..options import TREE_MODES, run_label
 
 
 def _f(x, fmt="{:.2f}", none="–") -> str:
@@ -44,7 +45,7 @@ def plain_label(run: dict) -> str:
     if "mode" not in run:
         return run["label"]
     return run_label(run["mode"], run.get("rule", "earliest"), auto=run.get("auto", False),
-                     sweep_nodes=run.get("sweep_nodes"))
+                     sweep_nodes=run.get("sweep_nodes"), tree_rank=run.get("tree_rank", "drafter"))
 
 
 class Results:
@@ -323,13 +324,66 @@ def trees(R: Results) -> list[str]:
     return md
 
 
+def tree_sources(R: Results) -> list[str]:
+    """Issue 40: every tree run (each drafter, set, mode and node budget) against `ddtree` with the same
+    drafter, budget and set, the share of its accepted drafts shifted blocks proposed, of rounds past
+    g(0)'s block, and (reanchor-tree) g(0)'s own tree replayed on the run's rounds; then, over every set,
+    the first drafter's node acceptance by source at equal drafter score and the ranking's calibration.
+    Runs are found by their fields (mode, auto, sweep_nodes, tree_rank), never by parsing labels."""
+    runs = [r for r in R.all_runs if r.get("mode") in TREE_MODES and r.get("acceptance", "speculative") == R.acceptance]
+    if not runs:
+        return []
+    by = {(r.get("drafter"), r["set"], plain_label(r)): r for r in R.all_runs
+          if r.get("acceptance", "speculative") == R.acceptance}
+    rows = []
+    for r in runs:
+        ref = by.get((r.get("drafter"), r["set"], run_label("ddtree", auto=r.get("auto", False),
+                                                            sweep_nodes=r.get("sweep_nodes"))))
+        name = re.sub(r".*/", "", str(r.get("drafter")))
+        rows.append([name, r["set"], r["label"], _f(r.get("tau")), _x(_ratio(r.get("tau"), ref and ref.get("tau"))),
+                     _f(r.get("tokens_per_s"), "{:.1f}"),
+                     _x(_ratio(r.get("tokens_per_s"), ref and ref.get("tokens_per_s"))),
+                     _pct(r.get("shifted_token_share")), _pct(r.get("beyond_share")),
+                     _f(r.get("ddtree_tau_same_rounds")), _pct(r.get("displaced_accepted_share"))])
+    md = [f"\n## Trees by source: each tree run against ddtree (same drafter, set and node budget){R.note}\n",
+          "shifted share: accepted drafts a shifted block proposed; past g(0): rounds whose accepted path ran past "
+          "g(0)'s block; g(0) alone, same rounds: tau of the tree g(0) alone would have grown with the same budget, "
+          "replayed on the run's own rounds (T=0); displaced hit: rounds where a node the shifted blocks displaced "
+          "would have been accepted (analyses.tree_sources, docs/trees.md).\n",
+          _table(["drafter", "set", "run", "tau", "tau / ddtree", "tokens/s", "speed / ddtree", "shifted share",
+                  "past g(0)", "g(0) alone, same rounds", "displaced hit"], rows)]
+    cal = []
+    for label in [lb for lb in R.labels if R.run_of(lb).get("mode") == "reanchor-tree"]:
+        ts = R.stat("all", label, "tree_sources")
+        if not ts:
+            continue
+        eq = ts["equal_score"]
+        cal.append([label, _pct(eq["shifted_rate"]), _pct(eq["baseline_rate_at_equal_score"]), eq["matched_nodes"]]
+                   + [" / ".join(f"{_pct(c['rate'])} ({_pct(c['q'])})" for _, c in
+                                 sorted(ts["calibration"]["step"].get(k, {}).items(), key=lambda x: int(x[0].split("-")[0].rstrip("+"))))
+                      or "–" for k in ("baseline", "baseline rank>0", "shifted", "shifted rank>0")])
+    if cal:
+        md += ["\n## Node acceptance by source (first drafter, every set)\n",
+               "shifted nodes' acceptance vs g(0)'s at equal drafter score (log w bins, weighted by the shifted nodes "
+               "in each); per kind, by depth (1, 2, 3-4, 5-8, 9-16, 17+), the share accepted among nodes whose parent "
+               "was, and in brackets the drafter's mean q there (its prediction).\n",
+               _table(["run", "shifted accepted", "g(0) at equal score", "shifted nodes matched", "g(0) rank 0",
+                       "g(0) rank > 0", "shifted rank 0", "shifted rank > 0"], cal)]
+    return md
+
+
+def _ratio(a, b):
+    return a / b if a is not None and b else None
+
+
 def budget_curve(R: Results, out: Path) -> list[str]:
     """tau and tokens/s of each tree mode against its node budget N (the MODE@N runs, pooled over sets)."""
     curve: dict[str, list[tuple[int, str]]] = {}
     for label in R.labels:   # MODE@N runs; under sample-and-match, their own curve
         r = R.run_of(label)
         if r.get("sweep_nodes") is not None:
-            name = run_label(r["mode"], r.get("rule", "earliest"), r.get("acceptance", "speculative"))
+            name = run_label(r["mode"], r.get("rule", "earliest"), r.get("acceptance", "speculative"),
+                             tree_rank=r.get("tree_rank", "drafter"))
             curve.setdefault(name, []).append((r["sweep_nodes"], label))
     if not curve:
         return []
@@ -343,7 +397,7 @@ def budget_curve(R: Results, out: Path) -> list[str]:
 
 def write_report(results: dict, out: Path) -> str:
     R = Results(results)
-    md = (header(R) + table2(R) + table3(R) + table_acceptance(R) + trees(R) + tables_4_7(R) + table5(R) + table6(R)
+    md = (header(R) + table2(R) + table3(R) + table_acceptance(R) + trees(R) + tree_sources(R) + tables_4_7(R) + table5(R) + table6(R)
           + table8(R) + table1_figure2(R, out) + budget_tables(R) + budget_curve(R, out))
     if R.cfg.get("earlier_traces"):
         md += [f"\nTraces an earlier run left in this folder were moved to `{R.cfg['earlier_traces']}/`, with its "

@@ -5,7 +5,7 @@ from dataclasses import asdict, dataclass
 
 from ..errors import InputError
 from ..options import (ACCEPTANCE, CALIBRATIONS, DEFAULT_MAX_NEW_TOKENS, DEFAULT_MODE, DEFAULT_RULE, MAX_NEW_TOKENS, MODES,
-                       RULES, UNSHIFTED_MODES, parse_max_shifted, parse_max_trie_nodes, to_int)
+                       RULES, TREE_RANKS, UNSHIFTED_MODES, parse_max_shifted, parse_max_trie_nodes, to_int)
 
 GREEDY_BELOW = 1e-5   # a temperature under this decodes greedily (as vLLM does): logits / T would overflow
 
@@ -24,6 +24,7 @@ class DecodeConfig:
     ignore_eos: bool = False               # run to max_new_tokens (fixed-length benchmarks)
     block_size: int | None = None          # default: the drafter's trained block size
     calibration: str = "online"            # the auto budget's costs: engine.options.CALIBRATIONS
+    tree_rank: str = "drafter"             # tree modes: engine.options.TREE_RANKS
 
 
 def validate(cfg: DecodeConfig, drafter_block_size: int | None) -> DecodeConfig:
@@ -37,6 +38,8 @@ def validate(cfg: DecodeConfig, drafter_block_size: int | None) -> DecodeConfig:
         raise InputError("calibration", f"unknown calibration {cfg.calibration!r} (one of {', '.join(CALIBRATIONS)})")
     if cfg.acceptance not in ACCEPTANCE:
         raise InputError("acceptance", f"unknown acceptance {cfg.acceptance!r} (one of {', '.join(ACCEPTANCE)})")
+    if cfg.tree_rank not in TREE_RANKS:
+        raise InputError("tree_rank", f"unknown tree ranking {cfg.tree_rank!r} (one of {', '.join(TREE_RANKS)})")
     try:
         t = float(cfg.temperature)
     except (TypeError, ValueError):

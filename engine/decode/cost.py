@@ -247,6 +247,47 @@ class Calibration:
         return [t[self.bin(x)] for x in scores]
 
 
+RANK_Q_EDGES = (-0.05, -0.2, -0.5, -1.0, -2.0, -3.0, -5.0)   # log q bins of the tree ranker
+RANK_DEPTHS = (1, 2, 4, 8)                                    # depth buckets: 1, 2-3, 4-7, 8+
+RANK_PRIOR = 4.0                                              # pseudo-observations at the drafter's own q
+RANK_FLOOR = 1e-6
+
+
+class TreeRanker:
+    """P(the target accepts a tree node | it accepts the node's parent), learnt per run (tree_rank
+    "calibrated", engine/tree.py best_first ranks by it instead of the drafter's q).
+
+    A node's cell: who proposed it (g(0) or a shifted block, at rank 0 or below), its depth bucket and
+    its log q bin. Every verified node whose parent was accepted is one observation (accepted or not);
+    the others say nothing about this conditional. A cell's estimate for a node of probability q is
+    (hits + RANK_PRIOR * q) / (seen + RANK_PRIOR): the drafter's own q until the cell has seen enough."""
+
+    def __init__(self):
+        self.seen: dict[tuple, int] = {}
+        self.hits: dict[tuple, int] = {}
+        self.ranker = self           # what round.py hands the tree (a Budget holds one too)
+
+    @staticmethod
+    def cell(block: int, rank: int, depth: int, lq: float) -> tuple:
+        return (block > 0, rank > 0, sum(depth >= b for b in RANK_DEPTHS), sum(lq < e for e in RANK_Q_EDGES))
+
+    def log_accept(self, block: int, rank: int, depth: int, lq: float) -> float:
+        c = self.cell(block, rank, depth, lq)
+        est = (self.hits.get(c, 0) + RANK_PRIOR * math.exp(lq)) / (self.seen.get(c, 0) + RANK_PRIOR)
+        return math.log(min(max(est, RANK_FLOOR), 1.0))
+
+    def observe(self, rnd: dict) -> None:
+        t = rnd["trie"]
+        if "block" not in t:
+            return
+        acc = set(rnd["accepted_nodes"])
+        for n in range(1, len(t["tokens"])):
+            if t["parents"][n] in acc:
+                c = self.cell(t["block"][n], t["rank"][n], t["depths"][n], math.log(max(t["prob"][n], RANK_FLOOR)))
+                self.seen[c] = self.seen.get(c, 0) + 1
+                self.hits[c] = self.hits.get(c, 0) + (n in acc)
+
+
 def choose_nodes(profile: Profile, stats: Stats, est: list[float], drafted: int) -> tuple[int, float, float]:
     """How many of the candidate nodes (best first, with their acceptance estimates `est`) to verify,
     after a draft call of `drafted` blocks: (n, expected tokens, expected ms) maximising
@@ -272,11 +313,13 @@ class Budget:
     Build one with `budget_for(engine, cfg)`: the hardware profile is measured once per engine."""
 
     def __init__(self, profile: Profile, tree_nodes: int | str | None = None, auto_nodes: bool = False,
-                 fixed_costs: bool = False):
+                 fixed_costs: bool = False, ranker: "TreeRanker | None" = None):
         """`tree_nodes`: in a tree mode, its node budget (an int, or "auto"); None for a chain.
         `auto_nodes`: the node budget (`nodes`) sizes the verified trie. Either way k no longer does.
         `fixed_costs`: costs are the profile's alone (calibration "fixed"): every choice then follows from
-        the profile and the tokens, so the same prompt takes the same rounds on every run of this engine."""
+        the profile and the tokens, so the same prompt takes the same rounds on every run of this engine.
+        `ranker`: a tree's calibrated ranking (tree_rank "calibrated"), observed with the rest."""
+        self.ranker = ranker
         self.prof = profile
         self.stats = Stats(fixed_nodes=tree_nodes if isinstance(tree_nodes, int) else None,
                            sized=tree_nodes is not None or auto_nodes, fixed_costs=fixed_costs)
@@ -300,6 +343,8 @@ class Budget:
         return {"nodes": n + 1, "expected_tokens": round(e, 3), "expected_ms": round(t, 2)}
 
     def observe(self, round_record: dict) -> None:
+        if self.ranker is not None:
+            self.ranker.observe(round_record)
         self.stats.observe(round_record, self.prof)
         trie = round_record["trie"]
         if "score" in trie:
@@ -325,12 +370,14 @@ def profiled(engine) -> Profile | None:
     return _PROFILES.get(engine)
 
 
-def budget_for(engine, cfg) -> Budget | None:
+def budget_for(engine, cfg) -> Budget | TreeRanker | None:
     """A fresh per-run budget when `cfg` asks for one ("auto" shifted blocks in a mode that drafts
-    them, or "auto" trie nodes in any speculative mode), else None."""
+    them, or "auto" trie nodes in any speculative mode), else None; a tree mode ranked "calibrated"
+    gets its TreeRanker (inside the budget when there is one)."""
     auto_k, auto_n = auto_fields(cfg)
+    ranker = TreeRanker() if cfg.mode in TREE_MODES and getattr(cfg, "tree_rank", "drafter") == "calibrated" else None
     if not (auto_k or auto_n):
-        return None
+        return ranker
     nodes = parse_max_trie_nodes(cfg.max_trie_nodes)
     tree = (nodes or DEFAULT_TREE_NODES) if cfg.mode in TREE_MODES else None   # an int or "auto"
-    return Budget(engine_profile(engine), tree, auto_n, fixed_costs=cfg.calibration == "fixed")
+    return Budget(engine_profile(engine), tree, auto_n, fixed_costs=cfg.calibration == "fixed", ranker=ranker)

@@ -118,7 +118,7 @@ def decode_round(eng: ModelCalls, st: State, rc: RoundConfig, index: int) -> tup
     # 2. attach and merge, or grow one tree; never verify past max_new_tokens: depth k predicts s+k+1
     paths, info, trie, facts = assemble_round(rc, baseline, shifted, drafts, offsets, st.rng,
                                               rc.max_len - s - 1, node_cap)
-    chosen = {"available": m, "shifted": len(offsets)} if rc.budget else None
+    chosen = {"available": m, "shifted": len(offsets)} if rc.auto_shifted or rc.auto_nodes else None
     if rc.auto_nodes:  # verify the nodes that pay: best first, by calibrated score
         trie, facts, why = fit_nodes(rc.budget, paths, trie, facts, 1 + len(offsets))
         chosen.update(why)
@@ -162,7 +162,7 @@ def assemble_round(rc: RoundConfig, baseline: list[int], shifted: dict[int, list
     if rc.mode in TREE_MODES:
         nodes = AUTO_MAX_NODES if rc.auto_nodes else node_cap or DEFAULT_TREE_NODES
         return tree_proposal(baseline, shifted, ranked(drafts, min(nodes, TOP_K)), rc.mode, rc.rule, rng,
-                             depth_cap, nodes, confidences(drafts))
+                             depth_cap, nodes, confidences(drafts), getattr(rc.budget, "ranker", None))
     paths, info, trie = proposal(baseline, shifted, rc.mode, rc.rule, rng, depth_cap, node_cap)
     return paths, info, trie, node_facts(drafts, trie, paths, offsets)
 

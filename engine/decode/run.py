@@ -29,7 +29,8 @@ class Run:
             stops=frozenset() if cfg.ignore_eos else frozenset(engine.stop_ids),
             max_shifted=None if cfg.max_shifted == "auto" else cfg.max_shifted,
             max_trie_nodes=None if cfg.max_trie_nodes == "auto" else cfg.max_trie_nodes,
-            budget=budget if auto_k or auto_n else None, auto_shifted=auto_k, auto_nodes=auto_n)
+            budget=budget if auto_k or auto_n or getattr(budget, "ranker", None) else None,  # a tree's ranker
+            auto_shifted=auto_k, auto_nodes=auto_n)
         self._stop = threading.Event()
         self._t0: float | None = None   # set when the loop starts
         self._gen = self._loop()
