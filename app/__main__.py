@@ -36,6 +36,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="sessions holding traces of their own at once (default 16; the least recently used frees its)")
     p.add_argument("--session-idle", type=float, default=None,
                    help="minutes unused before a session's traces are freed (default 30; closing the tab: at once)")
+    p.add_argument("--run-seconds", type=float, default=None,
+                   help="a run of the page stops after this long, so that others get their turn (default 60)")
     return p.parse_args(argv)
 
 
@@ -60,6 +62,10 @@ def launch(args: argparse.Namespace, block: bool = True):
     loader = ModelLoader(args, enabled=not args.no_model)  # started once the server is up (below)
     plotly_js = Route(PLOTLY_ROUTE, lambda request: FileResponse(PLOTLY_JS, media_type="text/javascript",
                                                                   headers={"Cache-Control": "max-age=86400"}))
+    from . import session
+
+    if args.run_seconds is not None:
+        session.RUN_SECONDS = args.run_seconds
     demo = build_ui(loader, sessions_from_args(args))
     demo.queue(max_size=args.queue_size, default_concurrency_limit=8)
     demo.launch(server_name=args.host, server_port=args.port, share=False, inbrowser=False, show_error=False,
@@ -104,9 +110,12 @@ def bind_error(host: str, port: int) -> str | None:
 def main(argv=None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     args = parse_args(argv)
-    for name, value in (("port", args.port), ("max-sessions", args.max_sessions), ("session-idle", args.session_idle)):
-        if value is not None and (value <= 0 or (name == "port" and value >= 65536)):
-            print(f"error: {name}: {value} is out of range", file=sys.stderr)
+    for name, value in (("port", args.port), ("max-sessions", args.max_sessions), ("session-idle", args.session_idle),
+                        ("queue-size", args.queue_size), ("run-seconds", args.run_seconds)):
+        # `not value > 0`: nan too (it compares false both ways, and would disable idle freeing silently)
+        if value is not None and (not value > 0 or value == float("inf") or (name == "port" and value >= 65536)):
+            print(f"error: {name}: {value} is out of range (a finite number above 0"
+                  + (", below 65536)" if name == "port" else ")"), file=sys.stderr)
             return 2
     why = bind_error(args.host, args.port)
     if why is None:

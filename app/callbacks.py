@@ -14,7 +14,7 @@ import gradio as gr
 from engine.options import TREE_MODES
 
 from . import analysis, plots, records, render, session, views
-from .runs import bad_input, engine_or_error, parse_inputs, start_run, stream_run
+from .runs import bad_input, end_status, engine_or_error, parse_inputs, start_run, stream_run
 
 log = logging.getLogger("reanchor.app")
 
@@ -195,10 +195,13 @@ class Callbacks:
             run.stop()
             st["run"], st["stopping"] = None, False
             log.info("run ended after %d rounds", len(live["rounds"]) if live else 0)
+        if not run.output_ids:  # stopped in the prefill: the trace shown stays
+            yield views.show_trace(st, None, f"{end_status(run)} before the first token", new_text=False)
+            return
         trace = run.trace()
         st.update(trace=trace, trace_file=session.export_trace(trace), example=False, freed=None)
         self.sessions.touch(st)
-        status = "stopped" if (run.result or {}).get("stopped") else "done"
+        status = end_status(run)
         yield views.show_trace(st, st.get("view", 0) if st.get("view_in_run") and not st.get("follow") else None,
                                status, new_text=False)
 
@@ -226,6 +229,8 @@ class Callbacks:
         finally:
             run.stop()
             st["run"], st["stopping"] = None, False
+        if not run.output_ids:
+            raise bad_input(f"Run comparison: {end_status(run)} before the first token", "Stopped")
         st["compare"], st["compare_shown"] = run.trace(), True
         self.sessions.touch(st)
         *panel, table = views.compare_views(st)

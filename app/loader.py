@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import threading
 import time
 import traceback
 from dataclasses import replace
 from pathlib import Path
 
+from engine.errors import InputError
 from engine.options import EMBEDDED_NAME
 from engine.paths import shipped_drafters
 
@@ -72,7 +74,10 @@ class ModelLoader:
             self.loaded_s = time.monotonic() - self.started
         except Exception as e:  # InputError (bad --target / --drafter) and anything else
             self.error = str(e).splitlines()[0] if str(e) else type(e).__name__
-            traceback.print_exc()
+            if isinstance(e, InputError):  # the user's mistake, named: one line, no traceback
+                print(f"error: {self.error}", file=sys.stderr, flush=True)
+            else:
+                traceback.print_exc()
         if self.profile_step is not None:
             self._profile()
         for fn in self._on_done:

@@ -3,6 +3,7 @@ parsers (engine.options), errors worded for a person, and the live trace (engine
 from __future__ import annotations
 
 import logging
+import threading
 import time
 
 import gradio as gr
@@ -96,10 +97,28 @@ def stream_run(engine, run, ids, config: dict):
     live, pieces = new_trace(config, ids, tok), TextPieces(tok)
     live["elapsed_s"] = 0.0
     t0 = time.monotonic()
+    run.time_limited = False
+
+    def time_up() -> None:  # the per-run limit: Run.stop() ends even a round under way within a layer
+        if run.result is None:
+            run.time_limited = True
+            run.stop()
+
+    timer = threading.Timer(session.RUN_SECONDS, time_up)
+    timer.daemon = True
+    timer.start()
     try:
         for rec in run:
             add_round(live, rec, tok, pieces)
             live["elapsed_s"] = time.monotonic() - t0
             yield live, rec
     finally:
+        timer.cancel()
         run.stop()
+
+
+def end_status(run) -> str:
+    """How a finished run of the page ended, in the status line's words."""
+    if getattr(run, "time_limited", False):
+        return f"stopped at the time limit ({session.RUN_SECONDS:g} s a run)"
+    return "stopped" if (run.result or {}).get("stopped") else "done"

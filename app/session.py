@@ -26,6 +26,9 @@ SESSION_IDLE_S = 30 * 60  # a session's traces are freed after this long unused 
 SESSION_LIFETIME_S = 6 * 3600  # Gradio drops a session's state this long after its last load or run
 EXPORT_PREFIX = "reanchor-app-"
 APP_MAX_NEW_TOKENS = 2048
+# Runs take turns (one queue slot): each stops after this long so that no user holds the queue for minutes
+# (python -m app --run-seconds; the page shows it under Max new tokens).
+RUN_SECONDS = 60.0
 MAX_PROMPT_CHARS = 20000
 FIELD_LABELS = {"prompt": "Prompt", "mode": "Mode", "rule": "Attachment rule", "temperature": "Temperature",
                 "seed": "Seed", "max_new_tokens": "Max new tokens", "max_shifted": "Shifted blocks", "max_trie_nodes": "Trie nodes",

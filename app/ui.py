@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import gradio as gr
 
-from engine.options import MODES, RULES, SHIFTED_WORDS
+from engine.options import MAX_TRIE_NODES, MODES, RULES, SHIFTED_WORDS
 
 from . import plots, race, render, session, views
 from .callbacks import Callbacks
@@ -41,14 +41,15 @@ def _controls(c: SimpleNamespace, trace_choices, loader) -> None:
         c.shifted = gr.Dropdown(SHIFTED_CHOICES, value="all", label="Shifted blocks", allow_custom_value=True,
                                 elem_id="rx-shifted", info="per round: all (paper), auto (cost budget) or at most N")
         c.nodes = gr.Dropdown(NODE_CHOICES, value="all", label="Trie nodes", allow_custom_value=True,
-                              elem_id="rx-nodes", info="verified per round: all (tree modes: 32), auto or at most N")
+                              elem_id="rx-nodes", info=f"verified per round: all (tree modes: 32), auto or at most N (≤ {MAX_TRIE_NODES})")
     c.drafter = gr.Dropdown(list(loader.drafter_choices()), value=loader.default_drafter(), label="Drafter",
                             elem_id="rx-drafter", info="DFlash and its variants (Domino, DSpark, Draft-OPD); "
                             "each other drafter loads on its first run, over the same target")
     with gr.Row():
         c.temperature = gr.Number(value=0.0, label="Temperature", elem_id="rx-temperature")
         c.seed = gr.Number(value=0, label="Seed", precision=0, elem_id="rx-seed")
-        c.max_new = gr.Number(value=96, label="Max new tokens", precision=0, elem_id="rx-max-new")
+        c.max_new = gr.Number(value=96, label="Max new tokens", precision=0, elem_id="rx-max-new",
+                              info=f"runs take turns: each stops after {session.RUN_SECONDS:g} s")
     with gr.Row():
         c.run_btn = gr.Button("Run", variant="primary", elem_id="rx-run")
         c.stop_btn = gr.Button("Stop", variant="stop", elem_id="rx-stop")

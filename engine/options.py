@@ -60,7 +60,15 @@ def run_label(mode: str, rule: str = "earliest", acceptance: str = "speculative"
 # loaded model: a rehearsed demo repeats).
 CALIBRATIONS = ("online", "fixed")
 MAX_NEW_TOKENS = 16384
-MAX_CAP = 2**31 - 1   # a per-round cap beyond this is "all" in all but name, and must fit a trace's ints
+# One bound on the work a single request may cause, sized on the hardware this runs on (2 CPU cores): a
+# verify call of MAX_TRIE_NODES nodes of the embedded target takes ~2 s there and its tree mask a few MB
+# (a million nodes asked for a 1 TB mask; 8,192 took minutes a round). Blocks of B tokens are capped so
+# that the drafted rounds stay within it: B blocks of B tokens fill at most MAX_BLOCK_SIZE**2 nodes, and a
+# chain trie is cut at MAX_TRIE_NODES whatever they fill. Every front end (CLI, bench, API, the app's
+# menus) refuses more, naming the field (tests/test_limits.py).
+MAX_TRIE_NODES = 1024
+MAX_BLOCK_SIZE = 32
+MAX_SHIFTED = MAX_BLOCK_SIZE  # a round has fewer offsets than this to draft from anyway (the retained path)
 
 
 def brief(value, limit: int = 40) -> str:
@@ -90,9 +98,9 @@ def to_int(value, field: str, lo: int | None = None, hi: int | None = None) -> i
     return v
 
 
-def parse_cap(value, field: str, lo: int) -> int | str | None:
+def parse_cap(value, field: str, lo: int, hi: int) -> int | str | None:
     """A per-round cap, in the same words everywhere: unset / "all" / "none" -> None (no cap), "auto" ->
-    the cost budget, a whole number >= lo -> that cap."""
+    the cost budget, a whole number in [lo, hi] -> that cap."""
     if isinstance(value, str):
         v = value.strip().lower()
         if v in ("", "all", "none"):
@@ -103,19 +111,19 @@ def parse_cap(value, field: str, lo: int) -> int | str | None:
             float(v)
         except ValueError:  # a word: name the words; a number keeps to_int's message (range, fraction)
             raise InputError(field, f"{brief(value)} is not a whole number, 'all' or 'auto'") from None
-        return to_int(v, field, lo=lo, hi=MAX_CAP)
-    return None if value is None else to_int(value, field, lo=lo, hi=MAX_CAP)
+        return to_int(v, field, lo=lo, hi=hi)
+    return None if value is None else to_int(value, field, lo=lo, hi=hi)
 
 
 def parse_max_shifted(value) -> int | str | None:
     """Shifted blocks drafted per round: None = every retained offset."""
-    return parse_cap(value, "max_shifted", 0)
+    return parse_cap(value, "max_shifted", 0, MAX_SHIFTED)
 
 
 def parse_max_trie_nodes(value) -> int | str | None:
     """Verified trie nodes per round, the anchor included: None = every node (tree modes:
     DEFAULT_TREE_NODES)."""
-    return parse_cap(value, "max_trie_nodes", 1)
+    return parse_cap(value, "max_trie_nodes", 1, MAX_TRIE_NODES)
 
 
 def auto_label(label: str) -> tuple[str, str, str | None, str] | None:

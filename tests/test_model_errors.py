@@ -239,17 +239,18 @@ def test_caps_fit_a_trace_and_messages_stay_short():
     """The largest cap a control accepts still fits the trace a run saves (a larger one used to run
     to the end, then fail at export); a huge bad value is quoted cut short, not whole."""
     from engine.decode import DecodeConfig, Engine
-    from engine.options import MAX_CAP, to_int
+    from engine.options import MAX_SHIFTED, MAX_TRIE_NODES, to_int
     from engine.trace import validate_trace
     from tiny import tiny_models
-    for field, parse in (("max_trie_nodes", parse_max_trie_nodes), ("max_shifted", parse_max_shifted)):
-        with pytest.raises(InputError, match=f"^{field}: must be at most {MAX_CAP}"):
+    for field, parse, cap in (("max_trie_nodes", parse_max_trie_nodes, MAX_TRIE_NODES),
+                              ("max_shifted", parse_max_shifted, MAX_SHIFTED)):
+        with pytest.raises(InputError, match=f"^{field}: must be at most {cap}"):
             parse("1" + "0" * 30)
     eng = Engine(tiny_models("llama", 0))
-    run = eng.run(eng.encode_prompt("ab"), DecodeConfig(max_new_tokens=6, max_shifted=str(MAX_CAP),
-                                                        max_trie_nodes=MAX_CAP))
+    run = eng.run(eng.encode_prompt("ab"), DecodeConfig(max_new_tokens=6, max_shifted=str(MAX_SHIFTED),
+                                                        max_trie_nodes=MAX_TRIE_NODES))
     run.finish()
-    assert validate_trace(run.trace())["config"]["max_trie_nodes"] == MAX_CAP
+    assert validate_trace(run.trace())["config"]["max_trie_nodes"] == MAX_TRIE_NODES
     with pytest.raises(InputError) as e:
         to_int("9x" * 50_000, "seed")
     assert len(str(e.value)) < 120
@@ -388,9 +389,10 @@ def test_a_block_too_large_for_the_context_names_the_block_size(tiny, tmp_path, 
     """A block size with no room left in the target's context was blamed on max_new_tokens."""
     big = edit_config(tiny["llama_drafter"], tmp_path / "big-block", lambda c: c.update(block_size=300))
     args = ["--target", tiny["llama"], "--drafter", big]
-    line = refused(capsys, "drafter", ["the drafter's block size 300 does not fit", "context of 512"], *args)
+    # (a block over engine.options.MAX_BLOCK_SIZE is refused as such first: tests/test_limits.py)
+    line = refused(capsys, "drafter", ["its block size 300 is over the bound of 32"], *args)
     assert "max_new_tokens" not in line
-    refused(capsys, "block_size", "block size 260 does not fit", *args, "--block-size", "260")
-    decodes(capsys, *args, "--block-size", "200")
+    refused(capsys, "block_size", "must be at most 32, got 260", *args, "--block-size", "260")
+    decodes(capsys, *args, "--block-size", "32")
     # a max_new_tokens that does not fit is still named so
     refused(capsys, "max_new_tokens", "500 does not fit", *args, "--block-size", "8", "--max-new-tokens", "500")

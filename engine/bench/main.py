@@ -28,9 +28,9 @@ from pathlib import Path
 from .. import analyses as A
 from ..errors import InputError
 from ..options import MODES as ENGINE_MODES
-from ..options import (ACCEPTANCE, CALIBRATIONS, DEFAULT_MAX_NEW_TOKENS, DEFAULT_TREE_NODES, RULES, TREE_MODES,
-                       UNSHIFTED_MODES, add_model_args, mode_rule, models_from_args, parse_csv, parse_max_shifted,
-                       parse_max_trie_nodes, run_label, to_int)
+from ..options import (ACCEPTANCE, CALIBRATIONS, DEFAULT_MAX_NEW_TOKENS, DEFAULT_TREE_NODES, MAX_BLOCK_SIZE,
+                       MAX_TRIE_NODES, RULES, TREE_MODES, UNSHIFTED_MODES, add_model_args, mode_rule, models_from_args,
+                       parse_csv, parse_max_shifted, parse_max_trie_nodes, run_label, to_int)
 from .report import FIGURES, write_report
 from .sets import PER_SET, SETS, load_set, read_jsonl, sample_prompts
 
@@ -125,7 +125,9 @@ def plan(args) -> tuple[list[Variant], dict[str, list[dict]]]:
     modes = parse_csv(args.modes, ENGINE_MODES + CAL_MODES + AUTO_MODES + RULE_MODES, "modes")
     rules = parse_csv(args.rules, RULES, "rules") or ["earliest"]
     accs = parse_csv(args.acceptance, ACCEPTANCE, "acceptance") or ["speculative"]
-    sweep = [to_int(x, "tree_nodes", lo=1) for x in (args.tree_nodes or "").split(",") if x.strip()]
+    sweep = [to_int(x, "tree_nodes", lo=1, hi=MAX_TRIE_NODES) for x in (args.tree_nodes or "").split(",") if x.strip()]
+    if args.block_size is not None:  # the drafter's own is checked once it loads
+        to_int(args.block_size, "block_size", lo=2, hi=MAX_BLOCK_SIZE)
     if sweep and not set(modes) & set(TREE_MODES + CAL_MODES):  # else no MODE@N would run, and no curve, without a word
         raise InputError("tree_nodes", f"needs a tree mode in --modes ({', '.join(TREE_MODES)})")
     if rules != ["earliest"] and "reanchor" not in modes:  # only reanchor runs once per rule: say it, not silently

@@ -4,8 +4,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from ..errors import InputError
-from ..options import (ACCEPTANCE, CALIBRATIONS, DEFAULT_MAX_NEW_TOKENS, DEFAULT_MODE, DEFAULT_RULE, MAX_NEW_TOKENS, MODES,
-                       RULES, TREE_RANKS, UNSHIFTED_MODES, parse_max_shifted, parse_max_trie_nodes, to_int)
+from ..options import (ACCEPTANCE, CALIBRATIONS, DEFAULT_MAX_NEW_TOKENS, DEFAULT_MODE, DEFAULT_RULE, MAX_BLOCK_SIZE,
+                       MAX_NEW_TOKENS, MODES, RULES, TREE_RANKS, UNSHIFTED_MODES, parse_max_shifted,
+                       parse_max_trie_nodes, to_int)
 
 GREEDY_BELOW = 1e-5   # a temperature under this decodes greedily (as vLLM does): logits / T would overflow
 
@@ -57,7 +58,10 @@ def validate(cfg: DecodeConfig, drafter_block_size: int | None) -> DecodeConfig:
     if cfg.mode != "ar":
         if drafter_block_size is None:
             raise InputError("drafter", f"mode {cfg.mode!r} needs a drafter")
-        B = to_int(B if B is not None else drafter_block_size, "block_size", lo=2)
+        if B is None and drafter_block_size > MAX_BLOCK_SIZE:
+            raise InputError("drafter", f"its block size {drafter_block_size} is over the bound of {MAX_BLOCK_SIZE} "
+                             "(engine.options.MAX_BLOCK_SIZE); pass a smaller block_size")
+        B = to_int(B if B is not None else drafter_block_size, "block_size", lo=2, hi=MAX_BLOCK_SIZE)
     return DecodeConfig(**{**asdict(cfg), "temperature": t, "seed": seed, "max_new_tokens": n,
                            "max_shifted": k, "max_trie_nodes": nodes, "block_size": B})
 

@@ -22,7 +22,7 @@ from typing import Protocol
 import torch
 
 from ..attach import proposal
-from ..options import DEFAULT_TREE_NODES, TREE_MODES, UNSHIFTED_MODES
+from ..options import DEFAULT_TREE_NODES, MAX_TRIE_NODES, TREE_MODES, UNSHIFTED_MODES
 from ..sampling import speculative_accept
 from ..trace import round_record
 from ..tree import best_nodes, prune, tree_proposal
@@ -163,7 +163,8 @@ def assemble_round(rc: RoundConfig, baseline: list[int], shifted: dict[int, list
         nodes = AUTO_MAX_NODES if rc.auto_nodes else node_cap or DEFAULT_TREE_NODES
         return tree_proposal(baseline, shifted, ranked(drafts, min(nodes, TOP_K)), rc.mode, rc.rule, rng,
                              depth_cap, nodes, confidences(drafts), getattr(rc.budget, "ranker", None))
-    paths, info, trie = proposal(baseline, shifted, rc.mode, rc.rule, rng, depth_cap, node_cap)
+    # "all" nodes is still bounded: blocks with long paths could fill more than MAX_TRIE_NODES
+    paths, info, trie = proposal(baseline, shifted, rc.mode, rc.rule, rng, depth_cap, node_cap or MAX_TRIE_NODES)
     return paths, info, trie, node_facts(drafts, trie, paths, offsets)
 
 

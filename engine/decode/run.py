@@ -6,9 +6,11 @@ from dataclasses import asdict
 
 import torch
 
+from ..errors import InputError
 from ..options import TREE_MODES
 from ..trace import make_trace, run_stats, trace_config
 from .config import DecodeConfig, auto_fields
+from .interrupt import Interrupted, make_interruptible, watching
 from .round import RoundConfig, decode_round, start
 
 
@@ -32,6 +34,7 @@ class Run:
             budget=budget if auto_k or auto_n or getattr(budget, "ranker", None) else None,  # a tree's ranker
             auto_shifted=auto_k, auto_nodes=auto_n)
         self._stop = threading.Event()
+        make_interruptible(engine.models.target, engine.models.drafter)
         self._t0: float | None = None   # set when the loop starts
         self._gen = self._loop()
 
@@ -42,7 +45,8 @@ class Run:
         return next(self._gen)
 
     def stop(self) -> None:
-        """End the run at the next round boundary (thread-safe)."""
+        """End the run (thread-safe): between rounds, or inside the round under way at its next model layer
+        (that round is dropped): within a layer's time whatever the settings."""
         self._stop.set()
 
     def finish(self) -> dict:
@@ -59,6 +63,9 @@ class Run:
                             dtype=str(m.dtype).replace("torch.", ""), block_size=block)
 
     def trace(self) -> dict:
+        """The run's trace; InputError("run") for a run stopped in its prefill (no token to trace)."""
+        if not self.output_ids:
+            raise InputError("run", "stopped during the prefill: no token to trace")
         if self.result is None:   # the caller left the loop early: the run so far, as a stopped one
             self.result = self._summary(stopped=True)
         return make_trace(self.trace_config(), self.prompt_ids, self.result, self.rounds,
@@ -73,10 +80,19 @@ class Run:
     def _loop(self):
         eng, rc = self.engine, self.round_config
         self._t0 = eng.sync_time()
-        first, state = start(eng, self.prompt_ids, rc, self.cfg.seed)
+        try:
+            with watching(self._stop):
+                first, state = start(eng, self.prompt_ids, rc, self.cfg.seed)
+        except Interrupted:
+            self.result = self._summary(True)
+            return
         self.output_ids = [first]
         while not state.done and not self._stop.is_set():
-            rec, state = decode_round(eng, state, rc, len(self.rounds))
+            try:
+                with watching(self._stop):
+                    rec, state = decode_round(eng, state, rc, len(self.rounds))
+            except Interrupted:
+                break
             self.output_ids += rec["new_tokens"]
             self.rounds.append(rec)
             if rc.budget:
