@@ -8,13 +8,14 @@ import inspect
 import logging
 import time
 import traceback
+from dataclasses import replace
 
 import gradio as gr
 
-from engine.options import TREE_MODES
+from engine.options import MODES, RULES, TREE_MODES
 
-from . import analysis, plots, records, render, session, views
-from .runs import bad_input, end_status, engine_or_error, parse_inputs, start_run, stream_run
+from . import analysis, plots, records, render, runs, session, views
+from .runs import bad_input, check_choice, end_status, engine_or_error, parse_inputs, start_run, stream_run
 
 log = logging.getLogger("reanchor.app")
 
@@ -129,19 +130,37 @@ class Callbacks:
         return self.loader.status(), gr.Timer(active=self.loader.loading)
 
     # -- runs -------------------------------------------------------------------------------------
-    def begin(self, st, inputs: tuple, label: str, choices: tuple[str, str] = ("Mode", "Attachment rule")):
-        """Check the controls, refuse a second run in the session, start one: (state, engine, run, ids, config).
-        `inputs`: the run controls, the Drafter menu's choice last; `choices`: the labels of the mode and rule
-        controls used."""
+    def begin(self, st, settings: runs.Settings, drafter: str | None, label: str):
+        """Refuse a second run in the session, start one with `settings` and the drafter labelled `drafter` (the
+        Drafter menu's): (state, engine, run, ids, config)."""
         st = self._session(st)
-        p, m, r, t, s, n, k, N = parse_inputs(*inputs[:-1], choices=choices)
-        engine = engine_or_error(self.loader, inputs[-1])
+        engine = engine_or_error(self.loader, drafter)
         if st.get("run") is not None:
             raise bad_input(f"{label}: a run is already in progress in this session; press Stop first")
-        run, ids = start_run(engine, p, m, r, t, s, n, k, N)
+        run, ids = start_run(engine, settings)
         st["run"] = run
         config = run.trace_config()   # the engine's builder: the trace a finished run saves has the same block
         return st, engine, run, ids, config
+
+    def _trace_drafter(self, trace: dict, label: str) -> str | None:
+        """The Drafter menu's label of the drafter `trace` was run with (None: the menu's first; a trace of another
+        target, or a drafter not in the menu, is refused: its run again would not be the same run)."""
+        cfg = trace.get("config") if isinstance(trace.get("config"), dict) else {}
+        engine = engine_or_error(self.loader)
+        target = cfg.get("target")
+        if isinstance(target, str) and target != engine.models.target_name:
+            raise bad_input(f"{label}: the trace shown was recorded on target {target[-80:]!r}; this app runs "
+                            f"{engine.models.target_name[-80:]!r}; a comparison runs the trace's own prompt and "
+                            "settings on its own target", "Compare")
+        drafter = cfg.get("drafter")
+        if not isinstance(drafter, str) or drafter in ("none", ""):
+            return None
+        base = lambda v: str(v).replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]  # noqa: E731
+        for name, where in self.loader.drafter_choices().items():
+            if drafter in (name, where) or base(drafter) == base(where):
+                return name
+        raise bad_input(f"{label}: the trace shown was drafted by {base(drafter)[:80]!r}, which is not in the "
+                        "Drafter menu", "Compare")
 
     def _live_update(self, st, live, clock: dict):
         """One streaming update of the view (text, metrics, slider, and the figures at their own pace)."""
@@ -166,8 +185,8 @@ class Callbacks:
 
     @shows("Run")
     def on_run(self, prompt_v, mode_v, rule_v, temp_v, seed_v, max_v, shifted_v, nodes_v, drafter_v, st):
-        st, engine, run, ids, config = self.begin(
-            st, (prompt_v, mode_v, rule_v, temp_v, seed_v, max_v, shifted_v, nodes_v, drafter_v), "Run")
+        settings = parse_inputs(prompt_v, mode_v, rule_v, temp_v, seed_v, max_v, shifted_v, nodes_v)
+        st, engine, run, ids, config = self.begin(st, settings, drafter_v, "Run")
         st["follow"] = True if st.get("follow") is None else st["follow"]
         st.update(compare=None, example=False, example_label=None)  # this run replaces both
         # the round in view belongs to the trace this run replaces until the inspector follows one of this run's
@@ -178,7 +197,7 @@ class Callbacks:
         skip, live = gr.skip(), None
         clock = {"text": 0.0, "fig": 0.0, "tl": 0.0}
         log.info("run started: %s", config)
-        yield _pad((st, skip, views.metrics(st, "running… (prefill)"), skip, skip, skip, skip,
+        yield _pad((st, skip, render.metrics_view(None, status="running… (prefill)"), skip, skip, skip, skip,
                     gr.update(interactive=False), skip, skip, skip, gr.update(value=None), "",
                     *views.compare_reset(st), gr.update(value=None)))  # token_no: a number in the old text
         try:
@@ -214,10 +233,19 @@ class Callbacks:
             st["run"].stop()
 
     @shows("Run comparison")
-    def on_compare(self, prompt_v, mode_v, rule_v, temp_v, seed_v, max_v, shifted_v, nodes_v, drafter_v, st):
-        st, engine, run, ids, config = self.begin(
-            st, (prompt_v, mode_v, rule_v, temp_v, seed_v, max_v, shifted_v, nodes_v, drafter_v), "Run comparison",
-            ("Comparison mode", "Comparison rule"))
+    def on_compare(self, mode_v, rule_v, st):
+        """The trace shown run again with the comparison's mode and rule: its own prompt tokens, temperature, seed,
+        length, budgets, drafter and target. Runs of different lengths are refused (their tau and counterfactuals
+        would compare different texts)."""
+        label = "Run comparison"
+        check_choice("Comparison mode", mode_v, MODES)
+        check_choice("Comparison rule", rule_v, RULES)
+        st = self._session(st)
+        trace = st.get("trace")
+        if not trace or not trace.get("rounds"):
+            raise bad_input(f"{label}: no trace shown to compare with; run one or load one first")
+        settings = runs.trace_settings(trace, label).with_assembly(mode_v, rule_v)
+        st, engine, run, ids, config = self.begin(st, settings, self._trace_drafter(trace, label), label)
         last, skip = 0.0, gr.skip()
         try:
             for live, _ in stream_run(engine, run, ids, config):
@@ -231,7 +259,12 @@ class Callbacks:
             st["run"], st["stopping"] = None, False
         if not run.output_ids:
             raise bad_input(f"Run comparison: {end_status(run)} before the first token", "Stopped")
-        st["compare"], st["compare_shown"] = run.trace(), True
+        other = run.trace()
+        mine, theirs = len(trace.get("output_ids") or []), len(other.get("output_ids") or [])
+        if mine != theirs:
+            raise bad_input(f"{label}: the comparison made {theirs} tokens, the trace shown {mine}; runs of "
+                            "different lengths are not compared (at T>0 a run may stop sooner)", "Compare")
+        st["compare"], st["compare_shown"] = other, True
         self.sessions.touch(st)
         *panel, table = views.compare_views(st)
         yield (st, *panel, views.metrics(st, "with comparison"), table)
@@ -241,13 +274,14 @@ class Callbacks:
         """tau and tokens/s of both tree modes against the node budget N, on the prompt box's prompt
         (DDTree's budget figure for this prompt and this machine); dflash's chain for reference."""
         st = self._session(st)
-        p, _, _, t, s, n, _, _ = parse_inputs(prompt_v, "ddtree", "earliest", temp_v, seed_v, max_v)
+        settings = parse_inputs(prompt_v, "ddtree", "earliest", temp_v, seed_v, max_v)
         engine = engine_or_error(self.loader)
         if st.get("run") is not None:
             raise bad_input("Budget curve: a run is in progress in this session; press Stop first")
         points: list[dict] = []
         for mode, N in [("dflash", None)] + [(m, N) for m in TREE_MODES for N in CURVE_NODES]:
-            run, _ = start_run(engine, p, mode, "earliest", t, s, min(n, CURVE_TOKENS), None, N)
+            run, _ = start_run(engine, replace(settings, mode=mode, max_new_tokens=min(settings.max_new_tokens,
+                                                                                      CURVE_TOKENS), max_trie_nodes=N))
             st["run"] = run
             try:
                 stats = run.finish()["stats"]
@@ -272,6 +306,24 @@ class Callbacks:
             st["follow"] = False  # looking at an earlier round: stop following the live one
             follow_out = False
         return i, cap, fig, follow_out, views.text_follow(st, i)
+
+    def step_phase(self, st, delta: int | None):
+        """The step-through: the next or previous phase of the round in view (from the whole round, delta +1 opens
+        phase 1, -1 the last); None: the whole round again."""
+        st = _state(st)
+        n, now = len(render.PHASES), int(st.get("phase") or 0)
+        st["phase"] = 0 if delta is None else (now + delta) % (n + 1)
+        return self.goto(st, st.get("view", 0))
+
+    def on_projector(self, v, st):
+        _state(st)["projector"] = bool(v)
+        return self.goto(st, _state(st).get("view", 0))
+
+    def on_fold(self, st, evt: gr.EventData):
+        if not (getattr(evt, "_data", None) or {}).get("fold"):
+            return (gr.skip(),) * NAV_OUTPUTS
+        _state(st)["unfold"] = not _state(st).get("unfold")
+        return self.goto(st, _state(st).get("view", 0))
 
     def step(self, st, delta: int):
         return self.goto(st, _state(st).get("view", 0) + delta)

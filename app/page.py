@@ -46,7 +46,15 @@ const ready = new Map();  // round -> an offscreen div with that round drawn
 let cacheKey = null;
 const div = () => element.querySelector('.rx-plot');
 // purge + newPlot: a third faster than Plotly.react when every trace changes (a new round always does)
-const plot = (d, fig) => { window.Plotly.purge(d); window.Plotly.newPlot(d, fig.data, fig.layout, CONFIG); };
+const plot = (d, fig) => {
+  window.Plotly.purge(d);
+  window.Plotly.newPlot(d, fig.data, fig.layout, CONFIG);
+  // a click on the folded row of discarded blocks opens it (or closes it): the server redraws with them
+  if (d.on) d.on('plotly_click', (ev) => {
+    const p = ev && ev.points && ev.points[0];
+    if (p && p.data && p.data.meta === 'fold') trigger('click', {fold: true});
+  });
+};
 const drop = (d) => { window.Plotly.purge(d); d.remove(); };
 const park = (d, width) => {  // keep a drawn round offscreen, at most 3
   d.style.cssText = OFF + width + 'px';
@@ -57,7 +65,11 @@ const park = (d, width) => {  // keep a drawn round offscreen, at most 3
 };
 const caption = (html) => {
   const cap = document.querySelector('#rx-caption .prose') || document.querySelector('#rx-caption');
-  if (cap && html) cap.innerHTML = html;
+  if (!cap || !html) return;
+  const open = !!(cap.querySelector('#rx-att') || {}).open;  // the attachment table stays open across rounds
+  cap.innerHTML = html;
+  const att = cap.querySelector('#rx-att');
+  if (att && open) att.open = true;
 };
 // the shown round's tokens highlighted in the text view
 window.__rxMark = (r) => {
@@ -123,12 +135,14 @@ if (!window.__rxNavBound) {  // on the document: the buttons may mount after thi
     const b = e.target.closest && e.target.closest('#rx-next, #rx-prev');
     if (b && !window.__rxNoCache) step(b.id === 'rx-next' ? 1 : -1);
   }, true);
-  // left / right arrows step rounds, unless a text box, list or slider has the keys
+  // left / right arrows step rounds, down / up the step-through's phases, unless a text box, list or slider
+  // has the keys
+  const KEYS = {ArrowRight: '#rx-next', ArrowLeft: '#rx-prev', ArrowDown: '#rx-phase-next', ArrowUp: '#rx-phase-prev'};
   document.addEventListener('keydown', (e) => {
-    if ((e.key !== 'ArrowLeft' && e.key !== 'ArrowRight') || e.altKey || e.ctrlKey || e.metaKey) return;
+    if (!KEYS[e.key] || e.altKey || e.ctrlKey || e.metaKey) return;
     const t = e.target;
     if (t && (t.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(t.tagName))) return;
-    const b = document.querySelector(e.key === 'ArrowRight' ? '#rx-next' : '#rx-prev');
+    const b = document.querySelector(KEYS[e.key]);
     if (b) { e.preventDefault(); b.click(); }
   });
 }

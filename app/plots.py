@@ -8,11 +8,12 @@ Figures carry no template (template "none") to keep the JSON small.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 
 import networkx as nx
 import plotly.graph_objects as go
 
-from engine.analyses import baseline_accepted
+from engine.analyses import baseline_accepted, children, path_nodes
 
 from . import records
 from .tokentext import plotly_text, tok_cell, tok_fit, tok_full
@@ -65,6 +66,53 @@ def _path_label(rec: dict, i: int) -> str:
 
 # ---------------------------------------------------------------- round figure: alignment grid + trie
 
+@dataclass(frozen=True)
+class Style:
+    """How big the round figure draws: `projector` labels of 14 px (else 11), rows and trie slots spaced for them,
+    labels cut to a 1280 px page's plot area (else a 1024 px page's)."""
+    projector: bool = False
+
+    @property
+    def font(self) -> int:
+        return 14 if self.projector else 11
+
+    @property
+    def row_px(self) -> int:   # a grid row: its label in the middle, marks in the bands above and below it
+        return 38 if self.projector else 30
+
+    @property
+    def slot_px(self) -> int:  # a trie row: the node, its label above it
+        return 40 if self.projector else 30
+
+    @property
+    def plot_px(self) -> int:
+        return PROJECTOR_PLOT_PX if self.projector else PLOT_PX
+
+
+# The round figure's plot area on a 1024 px wide page: 960 px of figure less its margins. Labels are cut to fit it
+# (by their width, app.tokentext.tok_fit); a wider page only spaces them more. The projector setting fits a 1280 px
+# page's (1216 px of figure less the margins).
+PLOT_PX = 840
+PROJECTOR_PLOT_PX = 1080
+# Where marks sit in a grid row (row units from its middle; the axis runs downwards): above the label the sites and
+# the native position, below it the accepted bar. A label of 14 px takes about +-0.22 of a 42 px row.
+MARK_TOP, MARK_BOTTOM = -0.38, 0.38
+DIM = 0.16           # opacity of the parts a step-through phase does not point at
+REJECT_COLOR = "#8d4b4b"
+TARGET_COLOR = "#2f2f2f"
+RETAIN_COLOR = "#d1495b"
+
+
+def position_px(positions: int, width_px: int = PLOT_PX) -> float:
+    """Pixels a label one position apart from the next may take (app.tokentext.tok_fit cuts it to them)."""
+    return max(12.0, min(49.0, width_px / max(positions, 1)))
+
+
+def _fit(token_texts: dict, tok: int, px: float, style: Style) -> str:
+    """tok_fit for the style's font (tok_fit measures 9 px text)."""
+    return tok_fit(token_texts, tok, px * 9 / style.font)
+
+
 def _grid_rows(rec: dict, depth_cap: int | None = None) -> list[dict]:
     """Rows of the alignment grid: the baseline, then every shifted block at its placement (attached: at
     its site; discarded: at its native index), labelled by block and fate (records.block_fates). `backbone`:
@@ -85,6 +133,35 @@ def _grid_rows(rec: dict, depth_cap: int | None = None) -> list[dict]:
                      "sites": f["sites"], "chosen": chosen, "attached": attached, "fate": f,
                      "backbone": own.get(d, {})})
     return rows
+
+
+def retained_path(rec: dict) -> tuple[list[int], int]:
+    """(tokens, accepted drafts) of P*, the first path whose prefix is the accepted chain (ALGORITHM.md section 4):
+    its tokens past the accepted ones are the rejected suffix whose states the next round keeps."""
+    trie = rec["trie"]
+    chain = [int(trie["tokens"][int(n)]) for n in rec.get("accepted_nodes", [0])]
+    for p in rec.get("paths", []):
+        if list(p["tokens"][:len(chain)]) == chain:
+            return list(p["tokens"]), len(chain) - 1
+    return list(rec["baseline"][:len(chain)]), len(chain) - 1
+
+
+def strip_rows(rec: dict, prev: dict | None) -> list[dict]:
+    """The previous round's rejected suffix, drawn with this round (above g(0)): the drafts it rejected at
+    positions s .. s+m-1 (retained: the drafter's context for the shifted blocks), and what the target computed
+    after each: the anchor x[s] at s, a_d at s+d (each g(d)'s first token, at its native position)."""
+    if prev is None or not rec.get("shifted"):
+        return []
+    s = int(rec["anchor_pos"])
+    tokens, a = retained_path(prev)
+    rejected = tokens[a + 1:]
+    if int(prev["anchor_pos"]) + a + 1 != s or not rejected:
+        return []
+    said = {0: int(rec["anchor"])} | {int(b["d"]): int(b["tokens"][0]) for b in rec["shifted"]}
+    top = max(said)
+    return [{"label": "rejected (prev.)", "kind": "rejected", "start": 0, "tokens": rejected},
+            {"label": "target said", "kind": "target", "start": 0,
+             "tokens": [said.get(d) for d in range(top + 1)]}]
 
 
 def _trie_layout(rec: dict) -> tuple[list[float], int]:
@@ -124,104 +201,136 @@ def _fig(data: list[dict], layout: dict) -> go.Figure:
     return go.Figure({"data": data, "layout": layout}, _validate=False)
 
 
-def _grid_traces(rows: list[dict], xs: list[int], token_texts: dict) -> list[dict]:
-    """(a) the grid: one heatmap, z = colour code, text = visible token (cut), customdata = full token if cut."""
-    n_codes = 2 + len(D_COLORS)
-    z, text, full = [], [], []
-    budget = MAX_CELL_TEXTS  # cell labels are the costly part of drawing (SVG text measuring)
-    # one cell per position (the axis spans 2 more, cells are 2 px apart): its label fits the cell, the token in
-    # full on hover
-    cell_px = position_px(len(xs) + 2) - 2
-    for r in rows:
-        zr, tr, fr = [None] * len(xs), [""] * len(xs), [""] * len(xs)
-        code = 0 if r["kind"] == "baseline" else 1 if r["kind"] == "discarded" else 2 + (r["d"] - 1) % len(D_COLORS)
-        labelled = r["kind"] != "discarded" and budget >= len(r["tokens"])
+ROW_COLORS = [BASE_COLOR, GREY] + D_COLORS + [REJECT_COLOR, TARGET_COLOR]
+
+
+def _row_code(r: dict) -> int:
+    kind = r["kind"]
+    if kind == "baseline":
+        return 0
+    if kind == "discarded":
+        return 1
+    if kind == "rejected":
+        return 2 + len(D_COLORS)
+    if kind == "target":
+        return 3 + len(D_COLORS)
+    return 2 + (r["d"] - 1) % len(D_COLORS)
+
+
+def _row_trace(r: dict, y: int, xs: list[int], token_texts: dict, cell_px: float, style: Style, part: str,
+               labelled: bool = True) -> dict:
+    """One grid row as a heatmap of one row: z = its colour code, text = each token cut to its cell, the hover
+    names the row, the position and the token (in full when cut; the backbone's token where a head changed it)."""
+    zr, tr, fr = [None] * len(xs), [""] * len(xs), [""] * len(xs)
+    color = ROW_COLORS[_row_code(r)]
+    for j, tok in enumerate(r["tokens"]):
+        k = r["start"] + j
+        if tok is None or not 0 <= k < len(xs):
+            continue
+        zr[k] = 1
+        cell = _fit(token_texts, tok, cell_px, style)
         if labelled:
-            budget -= len(r["tokens"])
-        for j, tok in enumerate(r["tokens"]):
-            k = r["start"] + j
-            if 0 <= k < len(xs):
-                zr[k] = code + 0.5  # centre of colour band `code` on [0, n_codes]
-                cell = tok_fit(token_texts, tok, cell_px)
-                if labelled:
-                    tr[k] = cell
-                if not labelled:
-                    fr[k] = tok_full(token_texts, tok)
-                elif cell.endswith("…"):  # the hover shows the label, then the token in full (not both run together)
-                    fr[k] = f" (in full: {tok_full(token_texts, tok)})"
-                if j in r["backbone"]:  # the head corrected this draft: show what the backbone drafted
-                    fr[k] += f" (head-corrected; the backbone drafted {tok_full(token_texts, r['backbone'][j])})"
-        z.append(zr)
-        text.append(tr)
-        full.append(fr)
-    scale = []
-    for i, c in enumerate([BASE_COLOR, GREY] + D_COLORS):
-        scale += [[i / n_codes, c], [(i + 1) / n_codes, c]]
-    return [{"type": "heatmap", "x": xs, "y": [plotly_text(r["label"]) for r in rows], "z": z, "text": text, "customdata": full,
-             "texttemplate": "%{text}", "hovertemplate": "%{y} · pos %{x}: %{text}%{customdata}<extra></extra>",
-             "colorscale": scale, "zmin": 0, "zmax": n_codes, "showscale": False, "xgap": 2, "ygap": 2,
-             "textfont": {"size": 9, "color": "white"}, "name": "blocks", "xaxis": "x", "yaxis": "y"}]
+            tr[k] = cell
+            if cell.endswith("…"):  # the hover shows the label, then the token in full (not both run together)
+                fr[k] = f" (in full: {tok_full(token_texts, tok)})"
+        else:
+            fr[k] = tok_full(token_texts, tok)
+        if j in r.get("backbone", {}):  # the head corrected this draft: show what the backbone drafted
+            fr[k] += f" (head-corrected; the backbone drafted {tok_full(token_texts, r['backbone'][j])})"
+    dark = r["kind"] == "discarded"
+    return {"type": "heatmap", "x0": xs[0], "dx": 1, "y": [y], "z": [zr], "text": [tr], "customdata": [fr],
+            "meta": part, "texttemplate": "%{text}", "name": plotly_text(r["label"]),
+            "hovertemplate": plotly_text(r["label"]) + " · pos %{x}: %{text}%{customdata}<extra></extra>",
+            "colorscale": [[0, color], [1, color]], "zmin": 0, "zmax": 1, "showscale": False, "xgap": 3, "ygap": 0,
+            "textfont": {"size": style.font, "color": "#222" if dark else "white"}, "xaxis": "x", "yaxis": "y"}
 
 
-def _site_traces(rows: list[dict], s: int) -> list[dict]:
-    """Matching sites of the attached blocks (open circles), the chosen one bold, rule all's further
-    attachments as diamonds. Discarded rows carry none: their sites are in the hover and the caption."""
-    sx, sy, ssym, ssize, shov = [], [], [], [], []
+def _fold_trace(rows: list[dict], y: int, xs: list[int], s: int, style: Style, unfold: bool) -> dict:
+    """The discarded blocks folded into one row: a grey cell at each one's native position, labelled d; a click
+    opens (or closes) the rows (page.JS_PLOT sends it)."""
+    zr, tr, fr = [None] * len(xs), [""] * len(xs), [""] * len(xs)
     for r in rows:
+        k = r["d"]
+        if 0 <= k < len(xs):
+            zr[k] = 1
+            tr[k] = str(r["d"])
+            fr[k] = plotly_text(records.fate_text(r["fate"]))
+    return {"type": "heatmap", "x0": xs[0], "dx": 1, "y": [y], "z": [zr], "text": [tr], "customdata": [fr],
+            "meta": "fold",
+            "texttemplate": "%{text}", "name": "discarded blocks",
+            "hovertemplate": "%{customdata}<br>(click: " + ("fold these rows" if unfold else "show each block") +
+                             ")<extra></extra>",
+            "colorscale": [[0, GREY], [1, GREY]], "zmin": 0, "zmax": 1, "showscale": False, "xgap": 3, "ygap": 0,
+            "textfont": {"size": style.font, "color": "#222"}, "xaxis": "x", "yaxis": "y"}
+
+
+def _site_traces(rows: list[dict], ys: list[int], s: int, style: Style) -> list[dict]:
+    """Matching sites of the attached blocks, in the band above the row's labels: the chosen one a filled
+    circle, rule all's further attachments diamonds, other matches open circles. Each names itself on hover."""
+    sx, sy, ssym, shov = [], [], [], []
+    for r, y in zip(rows, ys):
         if r["kind"] != "shifted":
             continue
         others = [t for t in r["sites"] if t not in r["attached"]][:MAX_OTHER_SITES]  # the rest: hover, caption
         for t in [t for t in r["sites"] if t in r["attached"] or t in others]:
             chosen = r["chosen"] is not None and t == int(r["chosen"])
             attached = t in r["attached"]
-            sx.append(s + t)
-            sy.append(plotly_text(r["label"]))
-            ssym.append("circle-open" if chosen or not attached else "diamond-open")
-            ssize.append(17 if chosen else 14 if attached else 9)
-            note = " · chosen site" if chosen else " · also attached (rule all)" if attached else " · not chosen"
-            shov.append(plotly_text(f"matching site: g({r['d']})[0] = g(0)[{t}]{note}"))
+            sx.append(s + t + 0.22)
+            sy.append(y + MARK_TOP)
+            ssym.append("circle" if chosen else "diamond-open" if attached else "circle-open")
+            note = " · the chosen site" if chosen else " · also attached (rule all)" if attached else " · not chosen"
+            shov.append(plotly_text(f"matching site of g({r['d']}): g({r['d']})[0] = g(0)[{t}] (position {s + t})"
+                                    f"{note}"))
     if not sx:
         return []
-    return [{"type": "scatter", "x": sx, "y": sy, "mode": "markers", "hovertext": shov,
+    size = 10 if style.projector else 8
+    return [{"type": "scatter", "x": sx, "y": sy, "mode": "markers", "hovertext": shov, "meta": "sites",
              "hoverinfo": "text", "name": "matching site", "xaxis": "x", "yaxis": "y",
-             "marker": {"symbol": ssym, "size": ssize, "color": "#111", "line": {"width": 2}}}]
+             "marker": {"symbol": ssym, "size": size, "color": "#111", "line": {"width": 2, "color": "#111"}}}]
 
 
-def _native_traces(rows: list[dict], s: int) -> list[dict]:
-    """A tick at the left edge of every shifted block's native position s + d (where it was drafted);
-    its hover tells the block's fate in words."""
-    pts = [r for r in rows if r["fate"]]
+def _native_traces(rows: list[dict], ys: list[int], s: int, style: Style) -> list[dict]:
+    """A small downward triangle above the cell of every shifted block's native position s + d (where it was
+    drafted), left of a site mark in the same cell; its hover tells the block's fate in words."""
+    pts = [(r, y) for r, y in zip(rows, ys) if r.get("fate")]
     if not pts:
         return []
-    return [{"type": "scatter", "x": [s + r["d"] - 0.47 for r in pts], "y": [plotly_text(r["label"]) for r in pts],
-             "mode": "markers", "hoverinfo": "text", "name": "native position", "xaxis": "x", "yaxis": "y",
-             "hovertext": [plotly_text(records.fate_text(r["fate"])) for r in pts],
-             "marker": {"symbol": "line-ns", "size": 20, "line": {"width": 3, "color": "#111"}}}]
+    return [{"type": "scatter", "x": [s + r["d"] - 0.22 for r, _ in pts], "y": [y + MARK_TOP for _, y in pts],
+             "mode": "markers", "hoverinfo": "text", "name": "native position", "meta": "native",
+             "xaxis": "x", "yaxis": "y",
+             "hovertext": [plotly_text(records.fate_text(r["fate"])) for r, _ in pts],
+             "marker": {"symbol": "triangle-down", "size": 10 if style.projector else 8, "color": "#111"}}]
 
 
-def _accepted_cells(rec: dict, rows: list[dict]) -> list[dict]:
-    """Green frames on the grid cells the target accepted: the chain's node at depth k, proposed by the
-    row's block, carrying the row's token at k."""
-    trie, srcs = rec["trie"], records.path_sources(rec)
-    chain = [int(n) for n in rec.get("accepted_nodes", [0])][1:]
-    s, x, y = int(rec["anchor_pos"]), [], []
-    for r in rows:
-        if r["kind"] == "discarded":
+def _row_path(rec: dict, r: dict) -> list[int]:
+    """The tokens of the path a grid row draws, from the anchor: g(0)'s prefix up to the row's start, then the row.
+    (In a tree mode a block's recorded paths are its ranked branches; the row is its top-1 draft.)"""
+    return list(rec["baseline"][:r["start"]]) + list(r["tokens"])
+
+
+def _accepted_cells(rec: dict, rows: list[dict], ys: list[int], cell_px: float, style: Style) -> list[dict]:
+    """A green bar under the label of each grid cell the target accepted: walking the row's own path from the
+    anchor, the node at the cell's depth is on the accepted chain (in a tree, a token equal to an accepted one on
+    another branch is not accepted: its prefix was not)."""
+    acc = {int(n) for n in rec.get("accepted_nodes", [0])[1:]}
+    kids = children(rec)
+    s, x, y, hov = int(rec["anchor_pos"]), [], [], []
+    for r, row_y in zip(rows, ys):
+        if r["kind"] not in ("baseline", "shifted"):
             continue
-        for node in chain:
-            k = int(trie["depths"][node]) - r["start"]
-            if 0 < k < len(r["tokens"]) and r["tokens"][k] == trie["tokens"][node] and any(
-                    0 <= p < len(srcs) and srcs[p] == r["d"] for p in trie["provenance"][node]):
-                x.append(s + r["start"] + k)
-                y.append(plotly_text(r["label"]))
+        nodes = path_nodes(rec, _row_path(rec, r), kids)
+        for k in range(1, len(r["tokens"])):
+            depth = r["start"] + k
+            if depth < len(nodes) and nodes[depth] in acc:
+                x.append(s + depth)
+                y.append(row_y + MARK_BOTTOM)
+                hov.append(plotly_text(f"{r['label']} · pos {s + depth}: accepted by the target"))
     if not x:
         return []
-    return [{"type": "scatter", "x": x, "y": y, "mode": "markers", "hoverinfo": "skip", "name": "accepted",
-             "xaxis": "x", "yaxis": "y",
-             # an open symbol is stroked in marker.color (line.color is ignored): without it Plotly's colorway
-             # drew the frames orange, where the legend says green
-             "marker": {"symbol": "square-open", "size": 19, "color": ACCEPT_COLOR,
-                        "line": {"width": 3, "color": ACCEPT_COLOR}}}]
+    return [{"type": "scatter", "x": x, "y": y, "mode": "markers", "hoverinfo": "text", "hovertext": hov,
+             "name": "accepted", "meta": "accepted", "xaxis": "x", "yaxis": "y",
+             "marker": {"symbol": "line-ew", "size": max(8, int(cell_px * 0.8)), "color": ACCEPT_COLOR,
+                        "line": {"width": 5 if style.projector else 4, "color": ACCEPT_COLOR}}}]
 
 
 def _drafter_note(trie: dict, i: int) -> str:
@@ -236,18 +345,7 @@ def _drafter_note(trie: dict, i: int) -> str:
         return ""
 
 
-# The round figure's plot area on a 1024 px wide page (a projector's): 960 px of figure less its margins. Labels are
-# cut to fit it (by their width, app.tokentext.tok_fit); a wider page only spaces them more. Grid labels of 7
-# characters whatever the figure's span ran into their neighbours at 1024 and 1280 px.
-PLOT_PX = 840
-
-
-def position_px(positions: int, width_px: int = PLOT_PX) -> float:
-    """Pixels a label one position apart from the next may take (app.tokentext.tok_fit cuts it to them)."""
-    return max(12.0, min(49.0, width_px / max(positions, 1)))
-
-
-def _leaf_tags(rec: dict, trie_y: list[float]) -> list[dict]:
+def _leaf_tags(rec: dict, trie_y: list[float], style: Style) -> list[dict]:
     """Each branch's block named at its end (right of its leaf): blocks told apart by label, not colour alone."""
     trie, s = rec["trie"], int(rec["anchor_pos"])
     has_kids = {int(p) for p in trie["parents"][1:]}
@@ -260,23 +358,23 @@ def _leaf_tags(rec: dict, trie_y: list[float]) -> list[dict]:
         own = sorted({srcs[p] for p in trie["provenance"][i] if 0 <= p < len(srcs)})
         tags.append(f"g({own[0]})" + (f"+{len(own) - 1}" if len(own) > 1 else "") if own else "")
     return [{"type": "scatter", "x": [s + int(trie["depths"][i]) + 0.3 for i in leaves], "y": [trie_y[i] for i in leaves],
-             "mode": "text", "text": [plotly_text(t) for t in tags], "textposition": "middle right",
-             "textfont": {"size": 9, "color": "#555"}, "hoverinfo": "skip", "showlegend": False,
+             "mode": "text", "text": [plotly_text(t) for t in tags], "textposition": "middle right", "meta": "trie",
+             "textfont": {"size": style.font, "color": "#333"}, "hoverinfo": "skip", "showlegend": False,
              "xaxis": "x2", "yaxis": "y2"}]
 
 
-def _trie_node_traces(rec: dict, token_texts: dict, trie_y: list[float], acc_set: set[int],
+def _trie_node_traces(rec: dict, token_texts: dict, trie_y: list[float], acc_set: set[int], style: Style,
                       positions: int | None = None) -> list[dict]:
-    """The trie's nodes, one trace per provenance category (baseline, shared, g(d) only)."""
+    """The trie's nodes, one trace per provenance category (baseline, shared, g(d) only); under a node that several
+    blocks proposed, a dot in each one's colour (every block that proposed it)."""
     s, trie = int(rec["anchor_pos"]), rec["trie"]
     depths, parents = trie["depths"], trie["parents"]
     srcs = records.node_sources(rec)
     top1 = rec.get("target_top1") or []
-    # labels never overlap: only the accepted path and each branch's first node (rows are 26 px apart; in a
-    # row, labels are cut to the width of a position), the rest on hover
+    # labels never overlap: only the accepted path and each branch's first node (in a row, labels are cut to the
+    # width of a position), the rest on hover
     heads = [i > 0 and trie_y[i] != trie_y[parents[i]] for i in range(len(parents))]
-    # `positions`: the x axis's span, which the grid shares (its rows may reach past the trie)
-    label_px = position_px(positions or max(int(x) for x in depths) + 3) - 2
+    label_px = position_px(positions or max(int(x) for x in depths) + 3, style.plot_px) - 2
     groups: dict[str, list[int]] = {}
     for i in range(len(parents)):
         groups.setdefault(records.node_category(srcs[i]), []).append(i)
@@ -288,26 +386,41 @@ def _trie_node_traces(rec: dict, token_texts: dict, trie_y: list[float], acc_set
         for i in nodes:
             prov = trie["provenance"][i]
             paths = ", ".join(_path_label(rec, p) for p in prov[:6]) + (f" +{len(prov) - 6}" if len(prov) > 6 else "")
+            blocks = ", ".join(f"g({d})" for d in srcs[i]) or "g(0)"
             cd.append([i, tok_full(token_texts, trie["tokens"][i]),
                        tok_full(token_texts, top1[i]) if i < len(top1) else "?", plotly_text(paths),
-                       " · accepted" if i in acc_set else "", _drafter_note(trie, i)])
-        name = {"baseline": "baseline g(0)", "shared": "shared"}.get(cat, f"g({cat[1:]}) only")
+                       " · accepted" if i in acc_set else "", _drafter_note(trie, i), plotly_text(blocks)])
         out.append({
             "type": "scatter", "x": [s + int(depths[i]) for i in nodes], "y": [trie_y[i] for i in nodes],
-            "mode": "markers+text", "name": plotly_text(name), "xaxis": "x2", "yaxis": "y2", "customdata": cd,
-            "text": [tok_fit(token_texts, trie["tokens"][i], label_px) if (i in acc_set or heads[i]) else ""
+            "mode": "markers+text", "name": plotly_text(cat), "meta": "trie-g0" if cat == "baseline" else "trie",
+            "xaxis": "x2", "yaxis": "y2", "customdata": cd,
+            "text": [_fit(token_texts, trie["tokens"][i], label_px, style) if (i in acc_set or heads[i]) else ""
                      for i in nodes],
-            "textposition": "top center", "textfont": {"size": 9},
-            "hovertemplate": "node %{customdata[0]} · pos %{x}: %{customdata[1]}%{customdata[4]}"
-                             "<br>target top-1: %{customdata[2]}<br>paths: %{customdata[3]}%{customdata[5]}"
-                             "<extra></extra>",
-            "marker": {"size": [13 if i in acc_set else 9 for i in nodes], "color": category_color(cat),
-                       "line": {"width": [2.5 if i in acc_set else 0 for i in nodes], "color": ACCEPT_COLOR}}})
+            "textposition": "top center", "textfont": {"size": style.font},
+            "hovertemplate": "trie node %{customdata[0]} · pos %{x}: %{customdata[1]}%{customdata[4]}"
+                             "<br>proposed by %{customdata[6]}<br>target top-1 after it: %{customdata[2]}"
+                             "<br>paths: %{customdata[3]}%{customdata[5]}<extra></extra>",
+            "marker": {"size": [15 if i in acc_set else 11 for i in nodes], "color": category_color(cat),
+                       "line": {"width": [3 if i in acc_set else 0 for i in nodes], "color": ACCEPT_COLOR}}})
+    multi = [(i, d) for i in range(1, len(parents)) if len(srcs[i]) > 1 for d in srcs[i]]
+    if multi:
+        seen: dict[int, int] = {}
+        x, y, col = [], [], []
+        for i, d in multi:
+            k = seen.get(i, 0)
+            seen[i] = k + 1
+            x.append(round(s + int(depths[i]) - 0.3 + 0.16 * k, 2))
+            y.append(trie_y[i] + 0.25)
+            col.append(BASE_COLOR if d == 0 else d_color(d))
+        # no hover of their own: the node's names every block ("proposed by")
+        out.append({"type": "scatter", "x": x, "y": y, "mode": "markers", "name": "proposed by", "meta": "shared",
+                    "hoverinfo": "skip", "xaxis": "x2", "yaxis": "y2",
+                    "marker": {"size": 7, "color": col, "symbol": "square"}})
     return out
 
 
-def _trie_traces(rec: dict, token_texts: dict, positions: int | None = None) -> tuple[list[dict], int]:
-    """(b) the trie: edges, the accepted path, nodes by provenance, the bonus; and its number of rows."""
+def _trie_traces(rec: dict, token_texts: dict, style: Style, positions: int | None = None) -> tuple[list[dict], int]:
+    """(b) the trie: edges, the accepted path, nodes by provenance, the bonus, the retained suffix; its rows."""
     s, trie = int(rec["anchor_pos"]), rec["trie"]
     depths, parents = [int(d) for d in trie["depths"]], trie["parents"]
     acc_nodes = [int(n) for n in rec.get("accepted_nodes", [0])]
@@ -320,86 +433,157 @@ def _trie_traces(rec: dict, token_texts: dict, positions: int | None = None) -> 
         if p is not None and p >= 0:
             ex += [s + depths[p], s + depths[i], None]
             ey += [trie_y[p], trie_y[i], None]
-    data = [{"type": "scatter", "x": ex, "y": ey, "mode": "lines", "line": {"color": "#aab", "width": 1},
-             "hoverinfo": "skip", "showlegend": False, "xaxis": "x2", "yaxis": "y2"}]
+    data = [{"type": "scatter", "x": ex, "y": ey, "mode": "lines", "line": {"color": "#99a", "width": 1.5},
+             "hoverinfo": "skip", "showlegend": False, "xaxis": "x2", "yaxis": "y2", "meta": "edges",
+             "name": "edges"}]
     ax = [s + depths[n] for n in acc_nodes] + ([s + a + 1] if show_bonus else [])
-    ay = [trie_y[n] for n in acc_nodes] + ([trie_y[acc_nodes[-1]]] if show_bonus else [])
+    ay = [trie_y[n] for n in acc_nodes] + ([trie_y[acc_nodes[-1]] - 0.45] if show_bonus else [])
     data.append({"type": "scatter", "x": ax, "y": ay, "mode": "lines", "name": "accepted path", "opacity": 0.55,
-                 "line": {"color": ACCEPT_COLOR, "width": 5}, "hoverinfo": "skip", "xaxis": "x2", "yaxis": "y2"})
-    data += _trie_node_traces(rec, token_texts, trie_y, set(acc_nodes), positions) + _leaf_tags(rec, trie_y)
-    if show_bonus:
-        data.append({"type": "scatter", "x": [s + a + 1], "y": [trie_y[acc_nodes[-1]]], "mode": "markers+text",
-                     "name": "bonus", "text": [tok_cell(token_texts, bonus, 6)], "textposition": "top center",
-                     "textfont": {"size": 9}, "customdata": [tok_full(token_texts, bonus)],
-                     "hovertemplate": "bonus (target) · pos %{x}: %{customdata}<extra></extra>",
+                 "line": {"color": ACCEPT_COLOR, "width": 5}, "hoverinfo": "skip", "xaxis": "x2", "yaxis": "y2",
+                 "meta": "path"})
+    data += _trie_node_traces(rec, token_texts, trie_y, set(acc_nodes), style, positions)
+    data += _leaf_tags(rec, trie_y, style)
+    tokens, _ = retained_path(rec)
+    kept = path_nodes(rec, tokens)[a + 1:]  # as far as the trie holds P* (a node cap may cut it)
+    if kept:
+        data.append({"type": "scatter", "x": [s + depths[n] for n in kept], "y": [trie_y[n] for n in kept],
+                     "mode": "markers", "name": "retained", "meta": "retained", "hoverinfo": "text",
+                     "hovertext": [plotly_text(f"retained for the next round: the state at pos {s + depths[n]} "
+                                               f"(rejected draft {tok_full(token_texts, trie['tokens'][n])})")
+                                   for n in kept],
                      "xaxis": "x2", "yaxis": "y2",
-                     "marker": {"symbol": "star", "size": 15, "color": BONUS_COLOR,
+                     "marker": {"symbol": "circle-open", "size": 22, "color": RETAIN_COLOR,
+                                "line": {"width": 2, "color": RETAIN_COLOR}}})
+    if show_bonus:  # above the rejected node it replaces (on it, the hover named that draft)
+        data.append({"type": "scatter", "x": [s + a + 1], "y": [trie_y[acc_nodes[-1]] - 0.45], "meta": "bonus",
+                     "mode": "markers+text", "name": "bonus", "text": [tok_cell(token_texts, bonus, 6)],
+                     "textposition": "middle right", "textfont": {"size": style.font},
+                     "customdata": [tok_full(token_texts, bonus)],
+                     "hovertemplate": "bonus: the target's own token at pos %{x}: %{customdata} (the next round's "
+                                      "anchor)<extra></extra>",
+                     "xaxis": "x2", "yaxis": "y2",
+                     "marker": {"symbol": "star", "size": 17, "color": BONUS_COLOR,
                                 "line": {"width": 1, "color": "#333"}}})
     return data, n_slots
 
 
-def _round_layout(rec: dict, n_rows: int, n_slots: int, max_depth: int, title: str | None) -> dict:
+def _round_layout(rec: dict, labels: list[str], n_slots: int, max_depth: int, title: str | None,
+                  style: Style) -> dict:
     """Grid above trie, sharing the position axis; the extension band past the native block."""
     s, L = int(rec["anchor_pos"]), int(rec.get("block_size") or len(rec["baseline"]))
     a = int(rec.get("accepted", len(rec.get("accepted_nodes", [0])) - 1))
-    grid_h = 22 * n_rows + 20
-    trie_h = 26 * n_slots + 30
-    gap = 0.06 if n_rows > 3 else 0.1
-    h1 = (1 - gap) * grid_h / (grid_h + trie_h)
+    n_rows = len(labels)
+    grid_h = style.row_px * n_rows
+    trie_h = style.slot_px * (n_slots + 0.8)
+    gap_px = 30
+    total = grid_h + trie_h + gap_px
     shapes, annotations = [], []
     if max(int(d) for d in rec["trie"]["depths"]) >= L:  # the trie reaches past g(0)'s block
         shapes.append({"type": "rect", "xref": "x2", "yref": "paper", "x0": s + L - 0.5, "x1": s + max_depth + 0.5,
                        "y0": 0, "y1": 1, "fillcolor": EXT_FILL, "line": {"width": 0}, "layer": "below"})
         annotations.append({"x": s + L - 0.4, "y": 1.0, "xref": "x2", "yref": "paper", "text": "past g(0)'s block →",
                             "showarrow": False, "xanchor": "left", "yanchor": "bottom",
-                            "font": {"size": 10, "color": "#a07800"}})
+                            "font": {"size": style.font - 1, "color": "#a07800"}})
     head = title or (f"round {rec['round']} · anchor @ {s} · accepted {a}"
                      f" ({baseline_accepted(rec)} baseline-alone) · {len(rec['trie']['parents'])} trie nodes")
     return {
-        "template": "none", "font": FONT, "height": 90 + grid_h + trie_h,
-        "margin": {"l": 112, "r": 10, "t": 34, "b": 40}, "title": {"text": plotly_text(head), "x": 0.01, "font": {"size": 13}},
+        "template": "none", "font": {**FONT, "size": style.font}, "height": int(70 + total),
+        "margin": {"l": 150 if style.projector else 112, "r": 10, "t": 34, "b": 40},
+        "title": {"text": plotly_text(head), "x": 0.01, "font": {"size": style.font + 2}},
         "showlegend": False,  # a Plotly legend costs ~45 ms per draw: the page shows FIGURE_LEGEND instead
-        "hoverlabel": {"font": {"family": "ui-monospace, 'DejaVu Sans Mono', monospace", "size": 11}},
+        "hovermode": "closest", "hoverdistance": 12,  # a mark's hover only under the pointer, not a row's neighbour's
+        "hoverlabel": {"font": {"family": "ui-monospace, 'DejaVu Sans Mono', monospace", "size": style.font}},
         "plot_bgcolor": "white", "paper_bgcolor": "white", "uirevision": "round",
         "xaxis": {"anchor": "y", "matches": "x2", "showticklabels": False, "showgrid": False, "zeroline": False},
         "xaxis2": {"anchor": "y2", "title": {"text": "position"}, "dtick": 1 if max_depth < 24 else 2,
-                   "range": [s - 0.6, s + max_depth + 1.6],
+                   "range": [s - 0.6, s + max_depth + 1.6], "tickfont": {"size": style.font},
                    "showgrid": False, "zeroline": False},
-        "yaxis": {"domain": [1 - h1, 1], "type": "category", "autorange": "reversed", "showgrid": False,
-                  "zeroline": False},
-        "yaxis2": {"domain": [0, 1 - h1 - gap], "range": [n_slots - 0.5, -0.8], "showticklabels": False,
+        "yaxis": {"domain": [1 - grid_h / total, 1], "range": [n_rows - 0.5, -0.5], "tickvals": list(range(n_rows)),
+                  "ticktext": [plotly_text(t) for t in labels], "showgrid": False, "zeroline": False,
+                  "tickfont": {"size": style.font}},
+        "yaxis2": {"domain": [0, trie_h / total], "range": [n_slots - 0.5, -0.8], "showticklabels": False,
                    "showgrid": False, "zeroline": False},
         "shapes": shapes, "annotations": annotations,
     }
 
 
-def round_figure(rec: dict, token_texts: dict, title: str | None = None, depth_cap: int | None = None) -> go.Figure:
+# What each step-through phase points at (app.render.PHASES words them): the parts the figure draws in full; the
+# rest fades (DIM).
+PHASE_PARTS = {
+    1: {"strip"},
+    2: {"g0"},
+    3: {"strip", "shifted", "native", "fold"},
+    4: {"g0", "shifted", "sites", "fold"},
+    5: {"shifted", "sites", "native", "fold", "discarded"},
+    6: {"trie", "trie-g0", "shared", "edges"},
+    7: {"trie", "trie-g0", "shared", "edges"},
+    8: {"accepted", "path", "bonus", "trie-g0", "trie"},
+    9: {"retained", "path", "bonus"},
+}
+
+
+def round_figure(rec: dict, token_texts: dict, title: str | None = None, depth_cap: int | None = None,
+                 **view) -> go.Figure:
     """One round: (a) alignment grid of g(0) and every g(d) at its attachment site, (b) the merged trie.
 
     Both rows share the x axis: absolute position anchor_pos + depth. Token text travels in data
-    arrays only (text / customdata), never inside a template string.
+    arrays only (text / customdata), never inside a template string. `view`: round_figure_parts's.
     """
-    return _fig(**round_figure_parts(rec, token_texts, title, depth_cap))
+    return _fig(**round_figure_parts(rec, token_texts, title, depth_cap, **view))
 
 
-def round_figure_json(rec: dict, token_texts: dict, title: str | None = None, depth_cap: int | None = None) -> str:
+def round_figure_json(rec: dict, token_texts: dict, title: str | None = None, depth_cap: int | None = None,
+                      **view) -> str:
     """round_figure(...).to_json(), without Plotly's deep copies (half a round switch's time): the
     parts are plain JSON values already."""
-    return json.dumps(round_figure_parts(rec, token_texts, title, depth_cap), separators=(",", ":"))
+    return json.dumps(round_figure_parts(rec, token_texts, title, depth_cap, **view), separators=(",", ":"))
 
 
-def round_figure_parts(rec: dict, token_texts: dict, title: str | None, depth_cap: int | None) -> dict:
-    """round_figure's data (a list of trace dicts) and layout, as plain dicts."""
+def round_figure_parts(rec: dict, token_texts: dict, title: str | None, depth_cap: int | None,
+                       prev: dict | None = None, phase: int = 0, projector: bool = False,
+                       unfold: bool = False) -> dict:
+    """round_figure's data (a list of trace dicts) and layout, as plain dicts. `prev`: the previous round's record
+    (its rejected suffix drawn above g(0)); `phase` 1-9: the step-through's part in full, the rest faded (0: all);
+    `projector`: 14 px labels (Style); `unfold`: every discarded block on a row of its own (else one row)."""
+    style = Style(projector)
     s = int(rec["anchor_pos"])
     rows = _grid_rows(rec, depth_cap)
+    strip = strip_rows(rec, prev)
+    kept = [r for r in rows if r["kind"] != "discarded"]
+    dropped = [r for r in rows if r["kind"] == "discarded"]
     a = int(rec.get("accepted", len(rec.get("accepted_nodes", [0])) - 1))
-    max_depth = max([r["start"] + len(r["tokens"]) - 1 for r in rows] + [int(d) for d in rec["trie"]["depths"]]
+    max_depth = max([r["start"] + len(r["tokens"]) - 1 for r in rows + strip] + [int(d) for d in rec["trie"]["depths"]]
                     + [a + 1])
     xs = list(range(s, s + max_depth + 1))
-    trie_data, n_slots = _trie_traces(rec, token_texts, len(xs) + 2)
-    data = (_grid_traces(rows, xs, token_texts) + _accepted_cells(rec, rows) + _site_traces(rows, s)
-            + _native_traces(rows, s) + trie_data)
-    return {"data": data, "layout": _round_layout(rec, len(rows), n_slots, max_depth, title)}
+    cell_px = position_px(len(xs) + 2, style.plot_px) - 3  # cells are 3 px apart
+    drawn = strip + kept + ([] if not dropped else [None]) + (dropped if unfold else [])
+    ys = list(range(len(drawn)))
+    labels, data = [], []
+    for r, y in zip(drawn, ys):
+        if r is None:
+            why = sorted({records.FATE_SHORT[f["fate"]["fate"]] for f in dropped})
+            labels.append(f"✗ {len(dropped)} {' / '.join(why)} {'▾' if unfold else '▸'}")
+            data.append(_fold_trace(dropped, y, xs, s, style, unfold))
+            continue
+        labels.append(r["label"])
+        part = {"baseline": "g0", "shifted": "shifted", "discarded": "discarded"}.get(r["kind"], "strip")
+        data.append(_row_trace(r, y, xs, token_texts, cell_px, style, part, labelled=r["kind"] != "discarded"))
+    data.sort(key=lambda t: t["meta"] != "g0")  # g(0)'s row first
+    on_grid = [(r, y) for r, y in zip(drawn, ys) if r is not None and r["kind"] in ("baseline", "shifted")]
+    grid_rows, grid_ys = [r for r, _ in on_grid], [y for _, y in on_grid]
+    data += _accepted_cells(rec, grid_rows, grid_ys, cell_px, style) + _site_traces(grid_rows, grid_ys, s, style)
+    data += _native_traces(grid_rows + (dropped if unfold else []),
+                           grid_ys + [ys[-len(dropped) + k] for k in range(len(dropped))] if unfold else grid_ys,
+                           s, style)
+    trie_data, n_slots = _trie_traces(rec, token_texts, style, len(xs) + 2)
+    data += trie_data
+    if phase in PHASE_PARTS:
+        on = PHASE_PARTS[phase]
+        for t in data:
+            if t.get("meta") not in on:
+                t["opacity"] = DIM
+    layout = _round_layout(rec, labels, n_slots, max_depth, title, style)
+    return {"data": data, "layout": layout}
 
 
 # ---------------------------------------------------------------- run-level figures

@@ -134,24 +134,47 @@ def depth_cap(trace: dict | None, rec: Round) -> int | None:
     return len(prompt) + n - int(rec["anchor_pos"]) - 1
 
 
+def shifted_acceptance(rec: Round) -> list[tuple[int, int, int]]:
+    """(d, site, accepted drafts through it) of every shifted block the accepted path ran through past its site:
+    the blocks whose own drafts the target accepted."""
+    srcs, paths = path_sources(rec), rec.get("paths", [])
+    depths, prov = rec["trie"]["depths"], rec["trie"]["provenance"]
+    out: dict[int, tuple[int, int, int]] = {}
+    for n in [int(x) for x in rec.get("accepted_nodes", [0])[1:]]:
+        for p in prov[n]:
+            if not 0 <= p < len(srcs) or srcs[p] == 0 or paths[p].get("site") is None:
+                continue
+            d, site = srcs[p], int(paths[p]["site"])
+            if int(depths[n]) > site:
+                k = out.get(d, (d, site, 0))[2]
+                out[d] = (d, site, k + 1)
+    return sorted(out.values())
+
+
 def most_instructive(rounds: list[Round]) -> tuple[int, str] | None:
-    """(round index, why) of the round that shows the most: the largest shifted gain, ties the earliest;
-    without any, the largest gain through tree branches, then the first round with an attached shifted
-    block. None: no round shows more than round 0 (ar, dflash)."""
-    best, best_key = None, (0, 0, 0)
+    """(round index, why) of the round that teaches the most: a real shift (a block attached at a site other
+    than its native index d) whose drafts the target accepted, the largest shifted gain first (then the most
+    drafts accepted through the moved block, then the earliest); without one, the largest shifted gain, then the
+    largest gain through tree branches, then the first round with an attached shifted block. None: no round
+    shows more than round 0 (ar, dflash)."""
+    best, best_key = None, (0, 0, 0, 0, 0)
     for i, rec in enumerate(rounds):
         lens = round_lengths(rec)
+        moved = max((k for d, site, k in shifted_acceptance(rec) if site != d), default=0)
         attached = any(b.get("chosen") is not None for b in rec.get("shifted", []))
-        key = (lens["shifted"], lens["branches"], int(attached))
+        key = (int(moved > 0), lens["shifted"], moved, lens["branches"], int(attached))
         if key > best_key:
             best, best_key = i, key
     if best is None:
         return None
-    shifted, branches, _ = best_key
+    real, shifted, moved, branches, _ = best_key
+    if real:
+        rec = rounds[best]
+        d, site, _ = max((x for x in shifted_acceptance(rec) if x[1] != x[0]), key=lambda x: x[2])
+        return best, (f"a real shift the target accepted: g({d}), drafted for index {d}, attached at site {site}; "
+                      f"+{shifted} accepted through shifted blocks")
     if shifted:
-        ties = sum(1 for r in rounds if round_lengths(r)["shifted"] == shifted)
-        why = f"the largest shifted gain in this run (+{shifted} accepted through shifted blocks"
-        return best, why + (f"; the earliest of {ties} such rounds)" if ties > 1 else ")")
+        return best, f"the largest shifted gain in this run (+{shifted}; no accepted block moved off its index)"
     if branches:
         return best, f"no shifted gain in this run; the largest gain through tree branches (+{branches})"
     return best, "no shifted gain in this run; the first round with an attached shifted block"

@@ -1,11 +1,12 @@
 """Escaped HTML for the streaming text (coloured by provenance) and the metrics strip."""
 from __future__ import annotations
 
+from engine.options import TREE_MODES
 from engine.trace import token_sources
 
 from . import records
 from .plots import BASE_COLOR, BONUS_COLOR, D_COLORS, SHARED_COLOR
-from .tokentext import escape, text_html
+from .tokentext import _shown, escape, piece, text_html
 
 PROMPT_TAIL = 600  # prompt tokens shown (the rest is elided)
 
@@ -26,6 +27,13 @@ CSS = (
     ".rx-metrics{display:flex;flex-wrap:wrap;gap:6px;font-size:13px}"
     ".rx-metrics div{padding:4px 10px;border:1px solid #ddd;border-radius:6px;background:#fafafa}"
     ".rx-metrics b{font-size:15px}"
+    ".rx-phase{font-size:16px;line-height:1.45;padding:8px 12px;margin:0 0 6px;border-left:5px solid #1a9e50;"
+    "background:#f1f8f3;color:#111}"
+    ".rx-gloss{display:grid;grid-template-columns:max-content 1fr;gap:2px 12px;font-size:14px;margin:4px 0}"
+    ".rx-gloss dt{font-weight:700}.rx-gloss dd{margin:0}"
+    ".rx-att{border-collapse:collapse;font-size:14px;margin:4px 0}.rx-att th,.rx-att td{border:1px solid #ccc;"
+    "padding:2px 8px;text-align:center}.rx-att .ran{background:#e8f4ec;font-weight:700}"
+    ".rx-att td.tok{font-family:ui-monospace,'DejaVu Sans Mono',monospace;text-align:left}"
     ".rx-cf{border-collapse:collapse;font-size:13px}.rx-cf th,.rx-cf td{border:1px solid #ddd;padding:3px 8px;"
     "text-align:left}.rx-cf td{text-align:right}"
 )
@@ -151,7 +159,19 @@ def fates_line(fates: list[dict], budget: dict | None = None) -> str:
     return "Shifted blocks: " + "; ".join(parts) + "."
 
 
-def round_caption(rec: dict, index: int, total: int, depth_cap: int | None = None, note: str | None = None) -> str:
+def token_words(texts: dict, tok) -> str:
+    """A token's visible text (plain; escape it where it goes)."""
+    return _shown(piece(texts, int(tok)), 16)
+
+
+def phase_html(phase: int, sentence: str) -> str:
+    """The step-through's line over the caption: the phase, its name, its sentence (escaped)."""
+    return (f"<div class='rx-phase' data-phase='{int(phase)}'><b>Step {int(phase)} of {len(PHASES)}: "
+            f"{escape(PHASES[phase - 1])}.</b> {escape(sentence)}</div>")
+
+
+def round_caption(rec: dict, index: int, total: int, depth_cap: int | None = None, note: str | None = None,
+                  table: str = "") -> str:
     """HTML (escaped: a loaded trace's numbers are no markup): the round's arithmetic, then what became of
     each shifted block, then `note` (why the page opened on this round)."""
     lens = records.round_lengths(rec)
@@ -168,6 +188,9 @@ def round_caption(rec: dict, index: int, total: int, depth_cap: int | None = Non
     out = head + (f"<br><span class='rx-fates'>{escape(line)}</span>" if line else "")
     if note:
         out += f"<br><span class='rx-note'>★ {escape(note)}</span>"
+    if table:  # its open state kept across rounds (page.JS_PLOT)
+        out += ("<details class='rx-att-box' id='rx-att'><summary>Why each block attached where it did: the "
+                "attachment table (every rule, from this trace alone)</summary>" + table + "</details>")
     return out
 
 
@@ -176,22 +199,49 @@ def _chip(color: str, text: str, shape: str = "■") -> str:
 
 
 FIGURE_LEGEND = (
-    "<div class='rx-legend' style='font-size:12px'>grid rows: "
-    + " ".join([_chip(BASE_COLOR, "g(0): the baseline block"),
+    "<div class='rx-legend' style='font-size:13px'>grid rows: "
+    + " ".join([_chip("#8d4b4b", "rejected (prev.): the drafts the previous round rejected, whose states this round "
+                                 "keeps"),
+                _chip("#2f2f2f", "target said: the target's token after each (a_d at position anchor+d)"),
+                _chip(BASE_COLOR, "g(0): the baseline block"),
                 _chip(D_COLORS[0], "g(d) at t: shifted block d attached at baseline index t (colour per d, "
                                    "name on the row)"),
-                _chip("#c9ccd1", "g(d) ✗ why: discarded (no site, rule, budget, depth); ✂ cut short"),
-                _chip("#1a9e50", "accepted cell", "□"), _chip("#111", "matching site", "○"),
-                _chip("#111", "chosen site (bold)", "◯"), _chip("#111", "also attached (rule all)", "◇"),
-                _chip("#111", "native position of g(d) (hover: its fate)", "│"),
+                _chip("#c9ccd1", "g(d) ✗ why: discarded (no site, rule, budget, depth), folded into one row "
+                                 "(click it); ✂ cut short"),
+                _chip("#1a9e50", "accepted cell (bar under the token)", "▁"), _chip("#111", "matching site", "○"),
+                _chip("#111", "chosen site", "●"), _chip("#111", "also attached (rule all)", "◇"),
+                _chip("#111", "native position of g(d) (hover: its fate)", "▼"),
                 _chip("#a07800", "past g(0)'s block: reached only through shifted blocks", "▧")])
     + "<br>trie: "
     + " ".join([_chip(BASE_COLOR, "baseline only", "●"), _chip(SHARED_COLOR, "shared by baseline and g(d)", "●"),
                 _chip(D_COLORS[0], "g(d) only (colour per d; the branch's block named at its end)", "●"),
+                _chip("#555", "under a node: a dot per block that proposed it", "▪"),
                 _chip("#1a9e50", "accepted path", "━"), _chip(BONUS_COLOR, "bonus (target)", "★"),
+                _chip("#d1495b", "retained for the next round", "◯"),
                 "<span>labels: the accepted path and each branch's first token; hover for the rest</span>"])
     + "</div>"
 )
+
+# The words the page uses, each in a sentence (the glossary panel under the legend).
+GLOSSARY_TERMS = (
+    ("τ (tau)", "tokens committed per round, on average: accepted drafts plus the bonus. Higher τ, fewer target "
+                "calls for the same text."),
+    ("baseline-alone", "the drafts the round would have accepted from g(0) alone (plain DFlash), as the accepted "
+                       "path and g(0) agree from the anchor on."),
+    ("shifted gain", "drafts accepted beyond the baseline-alone length, through a shifted block's tokens."),
+    ("native position", "where g(d) was drafted: position anchor + d, right after the rejected draft whose state "
+                        "it starts from (▼ on its row; native index d in g(0))."),
+    ("site", "a baseline index t where g(0)[t] equals g(d)'s first token a_d; attaching there puts g(d) after "
+             "g(0)[0..t]. The rule picks one site (earliest, latest, random, fixed = its native index d; all: "
+             "every site)."),
+    ("g(14)+1", "at a trie branch's end: the branch's first block, g(14), and 1 more block whose path ends "
+                "there too."),
+    ("✂", "an attached block cut short: the node budget or the run's last position left room for part of it."),
+    ("a_d", "the target's own token after the d-th rejected draft of the previous round: g(d)'s first token."),
+    ("bonus", "the target's token after the last accepted draft; it is committed too and anchors the next round."),
+)
+GLOSSARY = ("<details class='rx-glossary' open><summary><b>Words on this page</b></summary><dl class='rx-gloss'>"
+            + "".join(f"<dt>{escape(k)}</dt><dd>{escape(v)}</dd>" for k, v in GLOSSARY_TERMS) + "</dl></details>")
 
 
 # The counterfactual totals (engine.analyses.counterfactual_summary), in plain words.
@@ -214,3 +264,147 @@ def counterfactual_table(totals: dict) -> str:
                   for n, v in totals.items() if "unavailable" in v)
     return (f"<table class='rx-cf'><tr><th>counterfactual totals</th>{head}</tr>{''.join(rows)}</table>"
             f"<div class='rx-status'>{why}</div>")
+
+
+def attachment_html(table: dict, token_text) -> str:
+    """engine.analyses.attachment_table as a small HTML table (escaped): one row per shifted block with a site (the
+    blocks with none counted under it), one column per rule, the rule the run used marked; the last row, the drafts
+    the round accepts with each rule. `token_text(id)`: a token's visible text."""
+    rules = list(table["rules"])
+    mark = lambda r: " class='ran'" if r == table["ran"] else ""  # noqa: E731
+    head = "".join(f"<th{mark(r)}>{escape(r)}{' (ran)' if r == table['ran'] else ''}</th>" for r in rules)
+    rows, none = [], []
+    for b in table["blocks"]:
+        if not b["sites"]:
+            none.append(f"g({b['d']})")
+            continue
+        cells = "".join(f"<td{mark(r)}>{escape(', '.join(map(str, b['choice'][r])) or '–')}</td>" for r in rules)
+        rows.append(f"<tr><th>g({b['d']})</th><td>{b['d']} (pos {b['native']})</td>"
+                    f"<td class='tok'>{escape(token_text(b['a_d']))}</td>"
+                    f"<td>{escape(', '.join(map(str, b['sites'])))}</td>{cells}</tr>")
+    acc = "".join(f"<td{mark(r)}><b>{table['rules'][r]['accepted']}{'+' if table['rules'][r]['cut'] else ''}</b>"
+                  "</td>" for r in rules)
+    rows.append(f"<tr class='rx-att-acc'><th colspan='4'>drafts accepted with this rule</th>{acc}</tr>")
+    foot = (f"<div class='rx-status'>No site (discarded under every rule): {escape(', '.join(none))}.</div>"
+            if none else "")
+    return ("<table class='rx-att' data-round='" + str(int(table["round"])) + "'><tr><th>block</th><th>native index"
+            "</th><th>a_d</th><th>sites (t: g(0)[t] = a_d)</th>" + head + "</tr>" + "".join(rows) + "</table>" + foot)
+
+
+# ---------------------------------------------------------------- the step-through of one round
+
+# The phases of one round, in order (app.plots.PHASE_PARTS: what each points at in the figure).
+PHASES = ("the previous round's rejected suffix", "the anchor and g(0)", "the re-anchored blocks g(d)",
+          "matching: where a_d occurs in g(0)", "the rule's site choice and each block's fate",
+          "the merged trie", "one verify pass and its mask", "the accepting walk and the bonus",
+          "what is retained for the next round")
+
+
+def _q(texts: dict, tok) -> str:
+    """A token as words show it: its visible text in quotes (plain text; escaped with the sentence)."""
+    return "“" + _shown(piece(texts, int(tok)), 16) + "”"
+
+
+def _list(items: list[str], most: int = 4) -> str:
+    return ", ".join(items[:most]) + (f" and {len(items) - most} more" if len(items) > most else "")
+
+
+def phase_text(rec: dict, prev: dict | None, phase: int, texts: dict, mode: str | None = None,
+               rule: str | None = None) -> str:
+    """One or two plain sentences on phase `phase` (1-9) of round `rec`, built from its numbers (and the previous
+    round's, `prev`, for phase 1); `mode`, `rule`: the run's (tree modes have their own words)."""
+    from .plots import retained_path  # the figure draws the same P*
+
+    s, a = int(rec["anchor_pos"]), int(rec.get("accepted", 0))
+    tree = mode in TREE_MODES
+    fates = records.block_fates(rec)
+    shifted = rec.get("shifted", [])
+    att = [f for f in fates if f["fate"] == "attached"]
+    lens = records.round_lengths(rec)
+    n_nodes = len(rec["trie"]["tokens"])
+    if phase == 1:
+        if prev is None:
+            return ("Round 0 follows the prompt's prefill: there is no rejected suffix before it, so it drafts "
+                    "g(0) alone.")
+        tokens, pa = retained_path(prev)
+        rej = tokens[pa + 1:]
+        if not rej:
+            return (f"Round {prev['round']} accepted its whole path ({pa} drafts): nothing was rejected, so this "
+                    "round drafts g(0) alone.")
+        said = [f"{_q(texts, b['tokens'][0])} at {s + b['d']}" for b in shifted]
+        return (f"Round {prev['round']} accepted {pa} drafts; at position {s} the target rejected the draft "
+                f"{_q(texts, rej[0])} and wrote {_q(texts, rec['anchor'])} instead (the bonus, this round's anchor). "
+                f"Its {len(rej)} rejected drafts at positions {s}–{s + len(rej) - 1} keep their target states, and "
+                f"after each the target had computed its own next token: " + (_list(said) or "none kept") + ".")
+    if phase == 2:
+        head = f"The anchor {_q(texts, rec['anchor'])} stands at position {s}. "
+        if tree:
+            return head + (f"The drafter ranks tokens for positions {s + 1}–{s + len(rec['baseline']) - 1}; g(0) is "
+                           f"its top-1 row ({_list([_q(texts, t) for t in rec['baseline'][1:]], 3)}), and the tree "
+                           "grows best-first from the runners-up.")
+        return head + (f"From the committed text alone the drafter writes g(0), {len(rec['baseline']) - 1} drafts "
+                       f"for positions {s + 1}–{s + len(rec['baseline']) - 1}: "
+                       f"{_list([_q(texts, t) for t in rec['baseline'][1:]], 4)}.")
+    if not shifted and phase in (3, 4, 5):
+        return (f"This round drafts no shifted blocks ({mode or 'this mode'}: none, or no rejected suffix was kept): "
+                "only g(0)" + (" and its tree" if tree else "") + " go to the target.")
+    if phase == 3:
+        first = shifted[0]
+        each = [f"g({b['d']}) from the state at {s + b['d'] - 1}, starting with a_{b['d']} = "
+                f"{_q(texts, b['tokens'][0])} at its native position {s + b['d']}" for b in shifted[:3]]
+        return (f"In the same drafter call, each re-anchored block g(d) continues from the kept state at position "
+                f"s+d−1 with the target's token a_d: " + "; ".join(each)
+                + (f"; and {len(shifted) - 3} more" if len(shifted) > 3 else "") + f" ({len(shifted)} blocks, "
+                f"g({first['d']})–g({shifted[-1]['d']})).")
+    if phase == 4:
+        hits = [f"g({f['d']})'s {_q(texts, b['tokens'][0])} at {', '.join(map(str, f['sites']))}"
+                for f, b in zip(fates, shifted) if f["sites"]]
+        none = [f for f in fates if not f["sites"]]
+        return ("Matching: each a_d is looked up in g(0) (indices 0–" + f"{len(rec['baseline']) - 1}). "
+                + (f"{_list(hits)}." if hits else "No a_d occurs in g(0).")
+                + (f" {len(none)} blocks match nowhere (no site)." if none else ""))
+    if phase == 5:
+        moves = []
+        for f in att:
+            t = f["attached"][0]
+            shift = t - f["d"]
+            how = "its own index" if shift == 0 else (f"{-shift} position{'s' if -shift > 1 else ''} earlier"
+                                                     if shift < 0 else f"{shift} later")
+            moves.append(f"g({f['d']}) to site {t} (its own index, position {s + t})" if shift == 0 else
+                         f"g({f['d']}) to site {t} ({how}: position {s + t} instead of {f['native']})")
+        gone = [f for f in fates if f["fate"] != "attached"]
+        return (f"Rule {rule or '?'} picks one site per block: " + (_list(moves, 3) if moves else "none attach")
+                + "." + (f" {len(gone)} blocks are discarded ("
+                         + ", ".join(sorted({records.FATE_SHORT[f['fate']] for f in gone})) + ")." if gone else ""))
+    if phase == 6:
+        srcs = records.node_sources(rec)
+        shared = sum(1 for x in srcs[1:] if len(x) > 1)
+        what = "g(0)'s tree" + (f" and {len(att)} shifted trees" if att else "") if tree else \
+            f"g(0) and {len(att)} attached block{'s' if len(att) != 1 else ''}"
+        return (f"The paths of {what} merge into one trie of {n_nodes} nodes: equal prefixes share nodes "
+                f"({shared} node{'s' if shared != 1 else ''} proposed by more than one block, dots under them).")
+    if phase == 7:
+        deepest = max(int(x) for x in rec["trie"]["depths"])
+        return (f"One target call scores all {n_nodes} nodes at once (positions {s}–{s + deepest}). Its attention "
+                "mask lets each node see the committed text and its own ancestors only, so every branch is scored "
+                "as if it were the whole text.")
+    if phase == 8:
+        acc = [_q(texts, t) for t in rec.get("new_tokens", [])[:a]]
+        words = (f"{lens['baseline']} on g(0) alone"
+                 + (f", {lens['branches']} through tree branches" if lens["branches"] else "")
+                 + (f", {lens['shifted']} through shifted blocks" if lens["shifted"] else ""))
+        bonus = (f" Then the target's own next token {_q(texts, rec['bonus'])} is the bonus."
+                 if lens["bonus"] else " The run's end left no room for a bonus.")
+        return (f"From the anchor the target's choice is followed while a child carries it: {a} drafts accepted"
+                + (f" ({_list(acc, 5)})" if acc else "") + f", {words}." + bonus)
+    if phase == 9:
+        tokens, pa = retained_path(rec)
+        rej = tokens[pa + 1:]
+        nxt = s + a + 1
+        if not rej:
+            return (f"The bonus is the next anchor at position {nxt}. The accepted path ended where its drafts did: "
+                    "nothing is kept, and the next round drafts g(0) alone.")
+        return (f"The bonus is the next anchor at position {nxt}. The path continues past the accepted nodes with "
+                f"{len(rej)} rejected drafts ({_list([_q(texts, t) for t in rej], 4)}); their target states are "
+                f"kept (rings), and the next round re-anchors up to {len(rej)} shifted blocks on them.")
+    return ""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from dataclasses import dataclass, replace
 
 import gradio as gr
 
@@ -29,8 +30,37 @@ def field_error(e: InputError, title: str = "Bad input") -> gr.Error:
     return bad_input(f"{session.field_label(e.field)}: {e.message}", title)
 
 
+@dataclass(frozen=True)
+class Settings:
+    """A run's settings, checked: what the run controls say (parse_inputs) or what a trace was run with
+    (trace_settings). `prompt_ids`, when set, are run as they are (a trace's own tokens), else `prompt` is encoded."""
+    prompt: str
+    mode: str
+    rule: str
+    temperature: float = 0.0
+    seed: int = 0
+    max_new_tokens: int = 96
+    max_shifted: int | str | None = None
+    max_trie_nodes: int | str | None = None
+    prompt_ids: tuple[int, ...] | None = None
+
+    def with_assembly(self, mode: str, rule: str) -> "Settings":
+        return replace(self, mode=mode, rule=rule)
+
+    def decode_config(self) -> DecodeConfig:
+        return DecodeConfig(mode=self.mode, rule=self.rule, temperature=self.temperature, seed=self.seed,
+                            max_new_tokens=self.max_new_tokens, max_shifted=self.max_shifted,
+                            max_trie_nodes=self.max_trie_nodes)
+
+
+def check_choice(label: str, value, allowed) -> str:
+    if not isinstance(value, str) or value not in allowed:
+        raise bad_input(f"{label}: {str(value)[:80]!r} is not one of: {', '.join(allowed)}")
+    return value
+
+
 def parse_inputs(prompt, mode, rule, temperature, seed, max_new, shifted="all", nodes="all",
-                 choices: tuple[str, str] = ("Mode", "Attachment rule")):
+                 choices: tuple[str, str] = ("Mode", "Attachment rule")) -> Settings:
     """Check the controls (values as sent: the page's, or anything through the API); raise a gr.Error
     naming the control (the app keeps serving). `choices`: the labels of the mode and rule controls."""
     if not isinstance(prompt, str):
@@ -42,9 +72,8 @@ def parse_inputs(prompt, mode, rule, temperature, seed, max_new, shifted="all", 
     problem = unicode_problem(prompt)   # the API can send a lone surrogate, which no tokenizer or page can take
     if problem:
         raise bad_input(f"Prompt: {problem}")
-    for label, value, allowed in ((choices[0], mode, MODES), (choices[1], rule, RULES)):
-        if not isinstance(value, str) or value not in allowed:
-            raise bad_input(f"{label}: {str(value)[:80]!r} is not one of: {', '.join(allowed)}")
+    check_choice(choices[0], mode, MODES)
+    check_choice(choices[1], rule, RULES)
     try:
         t = float(temperature)
     except (TypeError, ValueError):
@@ -58,7 +87,26 @@ def parse_inputs(prompt, mode, rule, temperature, seed, max_new, shifted="all", 
         N = parse_max_trie_nodes("all" if nodes is None else nodes)
     except InputError as e:
         raise field_error(e) from None
-    return prompt, mode, rule, t, s, n, k, N
+    return Settings(prompt, mode, rule, t, s, n, k, N)
+
+
+def trace_settings(trace: dict, label: str) -> Settings:
+    """What a trace was run with (its prompt's tokens, temperature, seed, length, budgets), for running it again
+    with another assembly; a gr.Error naming `label` when the trace does not say."""
+    cfg = trace.get("config") if isinstance(trace.get("config"), dict) else {}
+    ids = trace.get("prompt_ids")
+    if not isinstance(ids, list) or not ids:
+        raise bad_input(f"{label}: the trace shown records no prompt tokens")
+    try:
+        t = float(cfg.get("temperature") or 0.0)
+        n = to_int(cfg.get("max_new_tokens"), "max_new_tokens", 1, session.APP_MAX_NEW_TOKENS)
+        s = to_int(cfg.get("seed") or 0, "seed", 0, 2**31 - 1)
+        k = parse_max_shifted("all" if cfg.get("max_shifted") is None else cfg["max_shifted"])
+        N = parse_max_trie_nodes("all" if cfg.get("max_trie_nodes") is None else cfg["max_trie_nodes"])
+    except (InputError, TypeError, ValueError) as e:
+        raise bad_input(f"{label}: the trace shown records no usable settings ({e})") from None
+    return Settings(str(trace.get("prompt_text") or ""), str(cfg.get("mode")), str(cfg.get("rule")), t, s, n, k, N,
+                    tuple(int(i) for i in ids))
 
 
 def engine_or_error(loader, drafter: str | None = None):
@@ -76,12 +124,11 @@ def engine_or_error(loader, drafter: str | None = None):
     raise bad_input("Model: still loading; try again in a few seconds (see the status line)", "Model")
 
 
-def start_run(engine, prompt, mode, rule, t, s, n, k=None, N=None):
+def start_run(engine, settings: Settings):
     """(run, prompt ids) or a gr.Error naming the field the engine rejected."""
-    cfg = DecodeConfig(mode=mode, rule=rule, temperature=t, seed=s, max_new_tokens=n, max_shifted=k,
-                       max_trie_nodes=N)
+    cfg = settings.decode_config()
     try:
-        ids = engine.encode_prompt(prompt)
+        ids = list(settings.prompt_ids) if settings.prompt_ids else engine.encode_prompt(settings.prompt)
         run = engine.run(ids, cfg, budget_for(engine, cfg))
     except InputError as e:
         raise field_error(e) from None

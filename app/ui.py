@@ -72,7 +72,9 @@ def _text_panel(c: SimpleNamespace) -> None:
 
 
 def _inspector(c: SimpleNamespace, loader) -> None:
-    gr.Markdown("### Round inspector  <span class='rx-status'>(← → step rounds)</span>", elem_id="rx-inspector")
+    gr.Markdown("### Round inspector  <span class='rx-status'>(← → step rounds; ↓ ↑ step through the round in "
+                "view: from the previous round's rejection to what the next round keeps)</span>",
+                elem_id="rx-inspector")
     with gr.Row():
         c.first_btn = gr.Button("|◀ first", size="sm", elem_id="rx-first", min_width=60)
         c.prev_btn = gr.Button("◀ prev", size="sm", elem_id="rx-prev", min_width=60)
@@ -80,9 +82,16 @@ def _inspector(c: SimpleNamespace, loader) -> None:
         c.last_btn = gr.Button("last ▶|", size="sm", elem_id="rx-last", min_width=60)
         c.play_btn = gr.Button("▶ play", size="sm", elem_id="rx-play", min_width=60)
         c.follow = gr.Checkbox(value=True, label="follow live", elem_id="rx-follow", min_width=100)
+    with gr.Row():
+        c.phase_prev = gr.Button("◀ step (↑)", size="sm", elem_id="rx-phase-prev", min_width=60)
+        c.phase_next = gr.Button("step ▶ (↓)", size="sm", elem_id="rx-phase-next", min_width=60)
+        c.phase_off = gr.Button("whole round", size="sm", elem_id="rx-phase-off", min_width=60)
+        c.projector = gr.Checkbox(value=False, label="projector (14 px labels)", elem_id="rx-projector",
+                                  min_width=100)
     c.slider = gr.Slider(0, 1, value=0, step=1, label="Round", elem_id="rx-slider")
     c.caption = gr.HTML("No rounds to show.", elem_id="rx-caption", js_on_load=None)
     gr.HTML(render.FIGURE_LEGEND)
+    gr.HTML(render.GLOSSARY, elem_id="rx-glossary")
     c.round_plot = gr.HTML(plots.empty_figure("no round yet").to_json(), html_template=PLOT_TEMPLATE,
                            js_on_load=JS_PLOT, apply_default_css=False, elem_id="rx-round-plot")
     c.timeline_plot = gr.HTML(plots.empty_figure("no run yet", 200).to_json(), html_template=PLOT_TEMPLATE,
@@ -95,9 +104,10 @@ def _compare(c: SimpleNamespace) -> None:
     def plot(elem_id: str):
         return gr.Plot(plots.empty_figure("no comparison yet", 200), show_label=False, elem_id=elem_id)
 
-    with gr.Accordion("Compare: a second run on the same prompt and seed, side by side", open=False):
-        gr.Markdown("Runs the prompt box's prompt with the comparison mode and rule (same temperature, seed, "
-                    "max new tokens and shifted blocks). Under each run: the other's assembly replayed on "
+    with gr.Accordion("Compare: a second run of the trace shown, side by side", open=False):
+        gr.Markdown("Runs the trace shown again with the comparison mode and rule: its own prompt, temperature, "
+                    "seed, length, budgets and drafter (the controls above are not read). Under each run: the "
+                    "other's assembly replayed on "
                     "its rounds, from the same state and the same drafted blocks (the per-round "
                     "counterfactual; T=0 only).", elem_classes=["rx-status"])
         with gr.Row():
@@ -176,6 +186,11 @@ def _wire_navigation(c: SimpleNamespace, cb: Callbacks) -> None:
     c.timeline_plot.click(cb.on_timeline_click, [c.state], nav, api_name="timeline_click", **fast)
     c.text_box.click(cb.on_token_click, [c.state], nav + [c.token_no], api_name="token_click", **fast)
     c.token_go.click(cb.on_token_go, [c.token_no, c.state], nav, api_name="token_round", **fast, **RAW)
+    c.phase_next.click(lambda st: cb.step_phase(st, +1), [c.state], nav, api_name="next_phase", **fast)
+    c.phase_prev.click(lambda st: cb.step_phase(st, -1), [c.state], nav, api_name="prev_phase", **fast)
+    c.phase_off.click(lambda st: cb.step_phase(st, None), [c.state], nav, api_name="whole_round", **fast)
+    c.projector.input(cb.on_projector, [c.projector, c.state], nav, api_name="projector", **fast, **RAW)
+    c.round_plot.click(cb.on_fold, [c.state], nav, api_name="fold", **fast)
     c.play_btn.click(cb.on_play, [c.state], [c.timer, c.play_btn, c.follow], api_name="play", **fast)
     c.timer.tick(cb.on_tick, [c.state], nav + [c.timer, c.play_btn], api_name="play_tick", **fast)
 
@@ -185,8 +200,7 @@ def _wire_runs(c: SimpleNamespace, cb: Callbacks, view_out: list) -> None:
     model = dict(concurrency_limit=1, concurrency_id="model", show_progress="minimal", **RAW)
     c.run_btn.click(cb.on_run, inputs, view_out, api_name="run", **model)
     c.stop_btn.click(cb.on_stop, [c.state], None, queue=False, show_progress="hidden", api_name="stop")
-    cmp_inputs = [c.prompt, c.cmp_mode, c.cmp_rule, c.temperature, c.seed, c.max_new, c.shifted, c.nodes, c.drafter,
-                  c.state]
+    cmp_inputs = [c.cmp_mode, c.cmp_rule, c.state]  # the rest: the trace shown's own (Callbacks.on_compare)
     c.curve_btn.click(cb.on_budget_curve, [c.prompt, c.temperature, c.seed, c.max_new, c.state],
                       [c.curve_plot, c.analysis_json], api_name="budget_curve", **model)
     c.cmp_btn.click(cb.on_compare, cmp_inputs,

@@ -7,12 +7,13 @@ import json
 
 import gradio as gr
 
+from engine.analyses import attachment_table
 from engine.options import MODES, RULES, UNSHIFTED_MODES
 
 from . import analysis, plots, records, render, session
 from .tokentext import trace_pieces
 
-MAX_PAYLOAD = 50 * 1024     # bytes of figure JSON per round update, the prefetched next round included
+MAX_PAYLOAD = 96 * 1024     # bytes of figure JSON per round update, the prefetched next round included
 # Token spans the text view holds: a longer trace (only a loaded one: a run here makes at most 2,048) shows
 # this many around the round in view, and follows it (text_follow). 4,096 pieces of at most 200 characters
 # are at most ~1 MB of HTML, where a 17 MB trace of 640,000 tokens made 56 MB.
@@ -26,9 +27,30 @@ def view_key(state: dict) -> int:
     return state["view_key"]
 
 
+def cache_key(state: dict) -> str:
+    """The browser's figure-cache key: the trace shown and how its rounds are drawn (phase, projector, folds)."""
+    return f"{view_key(state)}-{state.get('phase', 0)}-{int(bool(state.get('projector')))}-{int(bool(state.get('unfold')))}"
+
+
+def attachment(trace: dict, k: int, state: dict) -> str:
+    """Round k's attachment table (engine.analyses.attachment_table) as HTML, or why the trace cannot give one."""
+    rec = trace["rounds"][k]
+    if not rec.get("shifted"):
+        return ""
+    starts = round_starts(state)
+    after = (trace.get("output_ids") or [])[starts[k]:] if trace.get("complete", True) else None
+    try:
+        table = attachment_table(trace, k, after=after)
+    except ValueError as e:
+        return f"<div class='rx-status'>No attachment table: {render.escape(str(e).split(': ', 1)[-1])}</div>"
+    texts = trace.get("token_texts", {})
+    return render.attachment_html(table, lambda t: render.token_words(texts, t))
+
+
 def round_outputs(state: dict, i: int, prefetch: bool = True):
     """(slider value, caption, round figure payload) for round i of the session's trace; the payload
-    also carries round i+1 (prefetch) for the browser's next-round cache."""
+    also carries round i+1 (prefetch) for the browser's next-round cache. The figure and caption follow the
+    session's view settings: the step-through's phase, the projector setting, the discarded rows unfolded."""
     trace = state.get("trace")
     rounds = trace.get("rounds", []) if trace else []
     if not rounds:
@@ -36,15 +58,21 @@ def round_outputs(state: dict, i: int, prefetch: bool = True):
     i = session.clamp_round(trace, i)
     texts = trace.get("token_texts", {})
     best = instructive(state)
+    phase = int(state.get("phase") or 0)
+    cfg = trace.get("config") if isinstance(trace.get("config"), dict) else {}
 
     def part(k: int) -> tuple[str, str]:
         cap = records.depth_cap(trace, rounds[k])
+        prev = rounds[k - 1] if k > 0 else None
         note = f"The most instructive round: {best[1]}; the page opens here." if best and best[0] == k else None
-        return (render.round_caption(rounds[k], k, len(rounds), cap, note),
-                plots.round_figure_json(rounds[k], texts, depth_cap=cap))
+        step = render.phase_html(phase, render.phase_text(rounds[k], prev, phase, texts, cfg.get("mode"),
+                                                          cfg.get("rule"))) if phase else ""
+        return (step + render.round_caption(rounds[k], k, len(rounds), cap, note, attachment(trace, k, state)),
+                plots.round_figure_json(rounds[k], texts, depth_cap=cap, prev=prev, phase=phase,
+                                        projector=bool(state.get("projector")), unfold=bool(state.get("unfold"))))
 
     caption, fig = part(i)
-    head = f'{{"key":{view_key(state)},"round":{i},"caption":{json.dumps(caption)},"fig":{fig},"next":'
+    head = f'{{"key":{json.dumps(cache_key(state))},"round":{i},"caption":{json.dumps(caption)},"fig":{fig},"next":'
     if prefetch and i + 1 < len(rounds):
         c2, f2 = part(i + 1)
         payload = f'{head}{{"round":{i + 1},"caption":{json.dumps(c2)},"fig":{f2}}}}}'

@@ -1,4 +1,4 @@
-"""python -m engine {generate,bench,train,check-trace}: bad input exits 2 with one line naming the field."""
+"""python -m engine {generate,bench,train,check-trace,explain}: bad input exits 2 with one line naming the field."""
 from __future__ import annotations
 
 import argparse
@@ -89,6 +89,26 @@ def check_main(a) -> int:
     return 0
 
 
+def add_explain_args(sub) -> None:
+    p = sub.add_parser("explain", help="why each shifted block of one round attached where it did, and what each "
+                                       "rule would have accepted (from the trace alone, no model)")
+    p.add_argument("trace")
+    p.add_argument("--round", type=int, required=True)
+    p.add_argument("--json", action="store_true", help="print analyses.attachment_table as JSON")
+    p.set_defaults(func=explain_main)
+
+
+def explain_main(a) -> int:
+    from .analyses import attachment_table, attachment_text
+    from .trace import load_trace
+
+    t = load_trace(a.trace)
+    table = attachment_table(t, a.round)
+    texts = t.get("token_texts") or {}
+    print(json.dumps(table) if a.json else attachment_text(table, lambda i: repr(texts.get(str(i), i))))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = Parser(prog="python -m engine", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -96,6 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     add_sweep_args(add_bench_args(sub))
     add_train_args(sub)
     add_check_args(sub)
+    add_explain_args(sub)
     a = parser.parse_args(argv)
     try:
         return a.func(a) or 0

@@ -410,6 +410,34 @@ def counterfactual(trace: dict, mode: str, rule: str, seed: int = 0) -> list[dic
     replayed under each round's recorded budget (budget.nodes), its trie cut in insertion order (the
     baseline first), where the run kept the best-scored nodes. Raises ValueError when the trace cannot answer.
     """
+    cap = _check_replayable(trace, mode, rule)
+    rounds = trace["rounds"]
+    committed = [tok for r in rounds for tok in r.get("new_tokens", [])]
+    rows, start = [], 0                               # committed[start + k]: position anchor_pos + 1 + k
+    for i, r in enumerate(rounds):
+        left = len(committed) - start
+        a2 = _replay(r, i, committed[start:], mode, rule, seed, cap)[0]
+        n = len(r.get("new_tokens", []))
+        rows.append({"round": i, "actual": int(r["accepted"]), "counterfactual": a2, "cut": a2 >= left,
+                     "tokens": n, "counterfactual_tokens": min(a2 + 1, left)})
+        start += n
+    return rows
+
+
+def _replay(r: dict, i: int, after: list[int], mode: str, rule: str, seed: int, cap) -> tuple[int, dict]:
+    """(accepted drafts, {d: {"sites", "attached"}}) of round i (record r) assembled with (mode, rule) from its own
+    drafts; `after`: the tokens the run committed after its anchor (at T=0, the target's choices)."""
+    if mode == "ar":
+        return 0, {}
+    shifted = {} if mode == "dflash" else {b["d"]: b["tokens"] for b in r["shifted"]}
+    _, info, trie = proposal(r["baseline"], shifted, mode, rule, random.Random(seed * 1_000_003 + i),
+                             max_nodes=round_node_cap(r, i, cap))
+    chain, _ = accept(trie, lambda n: after[trie.depths[n]] if trie.depths[n] < len(after) else -1)  # T=0: the target's pick
+    return len(chain) - 1, info
+
+
+def _check_replayable(trace: dict, mode: str, rule: str):
+    """The trace's node cap, or ValueError when (mode, rule) cannot be replayed on it."""
     cfg = trace.get("config") or {}
     if mode not in MODES or rule not in RULES:
         raise ValueError(f"counterfactual: unknown mode {mode!r} or rule {rule!r}")
@@ -422,27 +450,60 @@ def counterfactual(trace: dict, mode: str, rule: str, seed: int = 0) -> list[dic
         raise ValueError(f"counterfactual: a {cfg.get('mode')} trace drafted no shifted blocks, so {mode} "
                          "cannot be replayed on it; make the run with shifted blocks the main run")
     try:
-        cap = parse_max_trie_nodes(cfg.get("max_trie_nodes"))
+        return parse_max_trie_nodes(cfg.get("max_trie_nodes"))
     except InputError as e:
         raise ValueError(f"counterfactual: config.{e}") from None
+
+
+def attachment_table(trace: dict, i: int, seed: int = 0, after: list[int] | None = None) -> dict:
+    """Why each shifted block of round i attached where it did, from the trace alone (no model): per block its
+    native index d (position anchor + d), its first token a_d, the baseline indices where a_d matches g(0) (its
+    sites) and the site(s) each rule picks; per rule, the drafts the round would have accepted with it (as
+    `counterfactual` counts them, from the same drafts; `random` with counterfactual's own seeded draws). `ran`:
+    the rule the run used. The run's own assembly (its mode; shifted-fixed compares rules under reanchor)."""
+    cfg = trace.get("config") or {}
+    run_mode = cfg.get("mode")
+    mode = "reanchor" if run_mode == "shifted-fixed" else run_mode
+    cap = _check_replayable(trace, mode, "earliest")
     rounds = trace["rounds"]
-    committed = [tok for r in rounds for tok in r.get("new_tokens", [])]
-    rows, start = [], 0                               # committed[start + k]: position anchor_pos + 1 + k
-    for i, r in enumerate(rounds):
-        left = len(committed) - start
-        if mode == "ar":
-            a2 = 0
-        else:
-            shifted = {} if mode == "dflash" else {b["d"]: b["tokens"] for b in r["shifted"]}
-            trie = proposal(r["baseline"], shifted, mode, rule, random.Random(seed * 1_000_003 + i),
-                            max_nodes=round_node_cap(r, i, cap))[2]
-            chain, _ = accept(trie, lambda n: committed[start + trie.depths[n]] if trie.depths[n] < left else -1)
-            a2 = len(chain) - 1
-        n = len(r.get("new_tokens", []))
-        rows.append({"round": i, "actual": int(r["accepted"]), "counterfactual": a2, "cut": a2 >= left,
-                     "tokens": n, "counterfactual_tokens": min(a2 + 1, left)})
-        start += n
-    return rows
+    if not 0 <= i < len(rounds):
+        raise ValueError(f"round: must be between 0 and {len(rounds) - 1}, got {i}")
+    if after is None:  # `after`: what the run committed from round i on (a caller may keep it per trace)
+        start = sum(len(r.get("new_tokens", [])) for r in rounds[:i])
+        after = [tok for r in rounds for tok in r.get("new_tokens", [])][start:]
+    r = rounds[i]
+    rules = {}
+    blocks = [{"d": int(b["d"]), "native": int(r["anchor_pos"]) + int(b["d"]), "a_d": int(b["tokens"][0]),
+               "sites": [int(t) for t in b.get("sites", [])], "choice": {}} for b in r["shifted"]]
+    for rule in RULES:
+        a, info = _replay(r, i, after, mode, rule, seed, cap)
+        rules[rule] = {"accepted": a, "cut": a >= len(after)}
+        for b in blocks:
+            b["choice"][rule] = list(info.get(b["d"], {}).get("attached", []))
+    ran = "fixed" if run_mode == "shifted-fixed" else cfg.get("rule")
+    return {"round": i, "anchor_pos": int(r["anchor_pos"]), "mode": mode, "ran": ran,
+            "actual": int(r["accepted"]), "rules": rules, "blocks": blocks}
+
+
+def attachment_text(table: dict, token_text=None) -> str:
+    """attachment_table as plain text, one line per block and a line per rule (the `explain` command's output).
+    `token_text(id)`: a token's text (default: its id)."""
+    show = token_text or str
+    rules = list(table["rules"])
+    head = f"round {table['round']} · anchor at position {table['anchor_pos']} · mode {table['mode']}"
+    lines = [head + f" · the run used rule {table['ran']} (marked *) and accepted {table['actual']} drafts", ""]
+    cols = ["block", "native", "a_d", "sites"] + [r + ("*" if r == table["ran"] else "") for r in rules]
+    rows = [cols]
+    for b in table["blocks"]:
+        rows.append([f"g({b['d']})", str(b["native"]), show(b["a_d"]), ",".join(map(str, b["sites"])) or "none"]
+                    + [",".join(map(str, b["choice"][r])) or "–" for r in rules])
+    rows.append(["accepted", "", "", ""] + [str(table["rules"][r]["accepted"]) + ("+" if table["rules"][r]["cut"]
+                                                                                  else "") for r in rules])
+    widths = [max(len(row[k]) for row in rows) for k in range(len(cols))]
+    lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip() for row in rows]
+    lines += ["", "sites and choices: baseline indices t where g(0)[t] == a_d (native index: d); "
+                  "accepted: drafts the round accepts with that rule's choices (+: the run's end, at least)"]
+    return "\n".join(lines)
 
 
 def round_node_cap(rnd: dict, i: int, cap: int | str | None) -> int | None:

@@ -249,7 +249,7 @@ def test_compare_side_by_side_with_counterfactual(app):
     c = client(app)
     main = c.predict(PROMPT, "reanchor", "earliest", 0, 0, 40, "all", api_name="/run")
     trace = json.loads(open(_export_path(app, main)).read())
-    out = c.predict(PROMPT, "dflash", "earliest", 0, 0, 40, "all", api_name="/compare")
+    out = c.predict("dflash", "earliest", api_name="/compare")
     assert "comparison: dflash / earliest" in out[CMP_METRICS]
     assert "this run: reanchor / earliest" in out[CMP_A_METRICS]
     assert "vs comparison" in out[CMP_MAIN_METRICS] and "speed ratio" in out[CMP_MAIN_METRICS]
@@ -267,7 +267,7 @@ def test_compare_side_by_side_with_counterfactual(app):
     assert list(fig["data"][1]["y"]) == [analyses.baseline_accepted(r) for r in rounds]
     # at T>0 there is no counterfactual (acceptance is a draw)
     c.predict(PROMPT, "reanchor", "earliest", 1.0, 3, 16, "all", api_name="/run")
-    out = c.predict(PROMPT, "dflash", "earliest", 1.0, 3, 16, "all", api_name="/compare")
+    out = c.predict("dflash", "earliest", api_name="/compare")
     assert "T=0" in out[CMP_JSON]["dflash / earliest on this run's rounds"]["unavailable"]
 
 

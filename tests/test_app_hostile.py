@@ -420,11 +420,12 @@ def test_markup_in_config_reaches_compare_escaped(app, tmp_path):
     """A valid trace whose config.mode / rule carry a link: it loads, and Compare's titles show it as text."""
     t = base_trace()
     t["config"].update(mode=EVIL, rule="<b>all</b>")
+    del t["config"]["target"], t["config"]["drafter"]  # recorded on other tiny models: Compare runs this app's
     p = tmp_path / "config-markup.json"
     p.write_text(json.dumps(t))
     c = Client(app.url, verbose=False)
     assert "loaded trace" in _upload(c, str(p))[METRICS]
-    out = c.predict("hi", "dflash", "earliest", 0, 0, 8, "all", api_name="/compare")
+    out = c.predict("dflash", "earliest", api_name="/compare")
     texts = [s for v in out[1:6] if isinstance(v, dict) for s in _strings(json.loads(v["plot"]))]
     assert any("this run: &lt;a href=" in s for s in texts) and any("unknown mode" in s for s in texts)
     assert not any("<a " in s or "<b>all" in s for s in texts)
@@ -466,7 +467,7 @@ def test_bad_choices_and_round_numbers_through_the_api(app):
     c = Client(app.url, verbose=False)
     assert "example trace" in c.predict(api_name="/show_example")[METRICS]
     with pytest.raises(AppError, match="Comparison rule: 'middle' is not one of"):
-        c.predict("hi", "dflash", "middle", 0, 0, 8, "all", api_name="/compare")
+        c.predict("dflash", "middle", api_name="/compare")
     with pytest.raises(AppError, match="Example trace: '../../etc/passwd' is not one of: chat-focus"):
         c.predict("../../etc/passwd", api_name="/example_trace")
     with pytest.raises(AppError, match="Go to round of token #: enter a token number"):
@@ -525,6 +526,7 @@ def test_in_the_browser_scripts_show_and_markup_stays_text(app, tmp_path):
     path = chromium_or_skip()
     t = base_trace()
     t["config"].update(mode=EVIL, rule="<b>all</b>")
+    del t["config"]["target"], t["config"]["drafter"]  # recorded on other tiny models: Compare runs this app's
     p = tmp_path / "config-markup.json"
     p.write_text(json.dumps(t))
     with playwright_api.sync_playwright() as pw:

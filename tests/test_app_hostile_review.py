@@ -436,7 +436,7 @@ def test_compare_with_auto_trie_nodes(app):
     app.wait_model(c)
     prompt = "a b c d e f g"
     c.predict(prompt, "reanchor", "earliest", 0, 0, 24, "all", "auto", api_name="/run")
-    out = c.predict(prompt, "dflash", "earliest", 0, 0, 24, "all", "auto", api_name="/compare")
+    out = c.predict("dflash", "earliest", api_name="/compare")
     totals = out[6]
     mine = totals["dflash / earliest on this run's rounds"]
     assert "counterfactual_tau" in mine and mine["rounds"] >= 2, totals

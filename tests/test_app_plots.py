@@ -17,7 +17,7 @@ from app_fixtures import REPO, XSS_TOKENS, all_real_traces
 from engine.options import MODES
 from engine.trace import token_sources
 
-MAX_FIGURE_BYTES = 50 * 1024
+MAX_FIGURE_BYTES = 56 * 1024  # a round's figure (two fit views.MAX_PAYLOAD with their captions)
 OUR_TAGS = re.compile(r"<br>|</?b>|<extra></extra>")
 
 
@@ -58,19 +58,29 @@ def test_round_figure_structure(traces):
     for t, r in _rounds(traces):
         fig = plots.round_figure(r, t["token_texts"])
         s, L = r["anchor_pos"], r["block_size"]
-        heat = [d for d in fig.data if d.type == "heatmap"]
-        assert len(heat) == 1
-        z = heat[0].z
-        assert len(z) == 1 + len(r["shifted"])                       # g(0) and every g(d)
-        assert [v is not None for v in z[0]][:L] == [True] * L        # baseline at depth 0..L-1
-        for row, b, f in zip(z[1:], r["shifted"], records.block_fates(r)):
+        fates = records.block_fates(r)
+        heat = {d.name: d for d in fig.data if d.type == "heatmap"}  # a heatmap per row
+        gone = [f for f in fates if f["fate"] != "attached"]
+        assert len(heat) == 1 + sum(f["fate"] == "attached" for f in fates) + bool(gone)  # g(0), attached, folded
+        cells = lambda h: [k for k, v in enumerate(h.z[0]) if v is not None]  # noqa: E731
+        assert cells(heat["g(0)"])[:L] == list(range(L))               # baseline at depth 0..L-1
+        for b, f in zip(r["shifted"], fates):
             grey = f["fate"] != "attached"  # no site, the rule, or none of its tokens verified (budget)
             assert grey == (b["chosen"] is None) or f["fate"] == "budget"
-            start = b["d"] if grey else b["chosen"]  # discarded: at its native index
-            cells = [k for k, v in enumerate(row) if v is not None]
-            assert cells == list(range(start, start + len(b["tokens"])))[: len(cells)]
-            assert cells[0] == start
-            assert all((v == 1.5) == grey for v in row if v is not None)  # discarded blocks greyed
+            if grey:
+                continue
+            row = next(h for name, h in heat.items() if name.startswith(f"g({b['d']}) at "))
+            got = cells(row)
+            assert got == list(range(b["chosen"], b["chosen"] + len(b["tokens"])))[: len(got)] and got[0] == b["chosen"]
+        if gone:  # the discarded blocks folded into one row: a grey cell at each one's native index, labelled d
+            fold = heat["discarded blocks"]
+            assert cells(fold) == sorted({f["d"] for f in gone if f["d"] < len(fold.z[0])})
+            assert [t for t in fold.text[0] if t] == [str(f["d"]) for f in sorted(gone, key=lambda f: f["d"])
+                                                      if f["d"] < len(fold.z[0])]
+            opened = {d.name: d for d in plots.round_figure(r, t["token_texts"], unfold=True).data
+                      if d.type == "heatmap"}
+            for f in gone:  # unfolded: each at its native index
+                assert cells(opened[f"g({f['d']}) ✗ {records.FATE_SHORT[f['fate']]}"])[0] == f["d"]
         # every trie node drawn once, at x = anchor_pos + depth
         node_traces = [d for d in fig.data if d.type == "scatter" and d.mode == "markers+text" and d.name != "bonus"]
         xs = sorted(x for d in node_traces for x in d.x)
@@ -258,7 +268,8 @@ def test_round_payload_prefetches_within_the_size_budget():
             elif i + 1 < n:  # left out only because it did not fit (its figure and caption as the page gets them)
                 rec = st["trace"]["rounds"][i + 1]
                 nxt = plots.round_figure_json(rec, st["trace"]["token_texts"],
-                                              depth_cap=records.depth_cap(st["trace"], rec))
+                                              depth_cap=records.depth_cap(st["trace"], rec),
+                                              prev=st["trace"]["rounds"][i])
                 cap = json.dumps(views.round_outputs(st, i + 1)[1])
                 assert len(raw) + len(nxt) + len(cap) + len('{"round":,"caption":,"fig":}') > views.MAX_PAYLOAD
     assert prefetched > 0
