@@ -605,24 +605,47 @@ def view_frame(i: int) -> list[dict]:
             {**at, "line": {"color": VIEW_COLOR, "width": 2.5}, "layer": "above", "showlegend": True}]
 
 
+TIMELINE_BARS = 1000  # bars a part at most: 50,000 bars froze Chromium for 104 s (405,000 page elements)
+
+
+def _timeline_bins(n: int) -> tuple[int, list[float], list[int]]:
+    """(rounds a bar, bar centres, rounds in each bar): one round a bar up to TIMELINE_BARS rounds, else runs of
+    w rounds (the last may be shorter), centred on their rounds so that x stays a round number."""
+    w = max(1, -(-n // TIMELINE_BARS))
+    starts = range(0, n, w)
+    sizes = [min(w, n - a) for a in starts]
+    return w, [a + (k - 1) / 2 for a, k in zip(starts, sizes)], sizes
+
+
 def timeline_figure(rounds: list[dict], title: str = "accepted length per round", narrow: bool = False,
                     view: int | None = None) -> go.Figure:
     """Stacked bars per round: baseline-alone drafts, shifted gain, bonus; `view`, the round in view, framed
-    (view_frame). `narrow` (the Compare panel's half width): the legend on a line of its own, under the title."""
+    (view_frame). `narrow` (the Compare panel's half width): the legend on a line of its own, under the title.
+    Past TIMELINE_BARS rounds, a bar is the mean over a run of rounds (its width), so the page stays responsive."""
     parts = [records.round_lengths(r) for r in rounds]
-    x = list(range(len(rounds)))
+    w, x, sizes = _timeline_bins(len(rounds))
     fig = go.Figure()
     for key, name, color in (("baseline", "baseline alone", BASE_COLOR), ("branches", "tree branches", SHARED_COLOR),
                              ("shifted", "shifted gain", D_COLORS[0]), ("bonus", "bonus", BONUS_COLOR)):
-        fig.add_trace(go.Bar(x=x, y=[p[key] for p in parts], name=name, marker_color=color,
-                             hovertemplate=f"round %{{x}}: %{{y}} {name}<extra></extra>"))
+        ys = [p[key] for p in parts]
+        if w == 1:
+            fig.add_trace(go.Bar(x=x, y=ys, name=name, marker_color=color,
+                                 hovertemplate=f"round %{{x}}: %{{y}} {name}<extra></extra>"))
+            continue
+        means = [sum(ys[a:a + k]) / k for a, k in zip(range(0, len(ys), w), sizes)]
+        fig.add_trace(go.Bar(x=x, y=means, width=sizes, name=name, marker_color=color, marker_line_width=0,
+                             customdata=[[a, a + k - 1] for a, k in zip(range(0, len(ys), w), sizes)],
+                             hovertemplate=f"rounds %{{customdata[0]}}–%{{customdata[1]}}: %{{y:.2f}} {name} "
+                                           "a round (mean)<extra></extra>"))
+    if w > 1:
+        title = f"{title} (mean of every {w} rounds)"
     top = 78 if narrow else 36  # narrow: the title, then room for a legend of two rows (at 1024 px it wraps)
-    fig.update_layout(template="none", font=FONT, barmode="stack", height=194 + top, bargap=0.1,
+    fig.update_layout(template="none", font=FONT, barmode="stack", height=194 + top,
                       margin=dict(l=40, r=10, t=top, b=36),
                       title=top_title(title, 13) if narrow else dict(text=plotly_text(title), x=0.01, font=dict(size=13)),
                       xaxis=dict(title_text="round"), yaxis=dict(title_text="tokens"),
                       legend=dict(orientation="h", x=1, xanchor="right", y=1.02, yanchor="bottom"),
-                      plot_bgcolor="white", paper_bgcolor="white",
+                      plot_bgcolor="white", paper_bgcolor="white", bargap=0.1 if w == 1 else 0,
                       shapes=view_frame(view) if view is not None and 0 <= view < len(rounds) else [])
     return fig
 

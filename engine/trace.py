@@ -47,10 +47,13 @@ class Limits:
     rounds: int = 50_000
     work: int = 8_000_000      # trie nodes, drafted and path tokens, provenance entries: over all rounds
     token_text: int = 1000     # characters of one token's text or piece (a real one has a few dozen at most)
+    prompt_tokens: int = 32_768  # prompt ids (7 M fit in 16 MB: 7 s to load, +650 MB, seconds a text jump)
+    token_texts: int = 262_144   # entries of token_texts: a vocabulary's worth (the largest are ~256 K)
 
 
 EXPLORE = Limits()
-WRITE = Limits(block_size=2**31, round_nodes=2**31, rounds=2**31, work=2**62, token_text=2**62)
+WRITE = Limits(block_size=2**31, round_nodes=2**31, rounds=2**31, work=2**62, token_text=2**62, prompt_tokens=2**62,
+               token_texts=2**62)
 
 
 class TraceError(InputError):
@@ -575,7 +578,7 @@ def check_config(obj: dict, lim: Limits) -> None:
 
 def check_tokens(obj: dict, lim: Limits) -> None:
     """Prompt and output ids; the output starts with the prefill's token; every text a string."""
-    _ids(obj.get("prompt_ids"), "prompt_ids")
+    _ids(obj.get("prompt_ids"), "prompt_ids", 0, lim.prompt_tokens)
     out = _ids(obj.get("output_ids"), "output_ids", 1)
     if _int(obj.get("first_token"), "first_token", 0, TOKEN_MAX) != out[0]:
         _fail("first_token", f"must be output_ids[0] ({out[0]}), got {obj['first_token']}")
@@ -584,6 +587,8 @@ def check_tokens(obj: dict, lim: Limits) -> None:
         _str(obj["prompt_text"], "prompt_text")
     _texts(((k, obj[k]) for k in ("text", "prompt_text") if k in obj), str, lim)
     texts = _obj(obj.get("token_texts"), "token_texts")
+    if len(texts) > lim.token_texts:
+        _fail("token_texts", f"holds {len(texts):,} entries, over the {lim.token_texts:,} of a vocabulary")
     if set(map(type, texts.values())) - {str}:
         k = next(k for k, v in texts.items() if not isinstance(v, str))
         _str(texts[k], f"token_texts[{k!r}]")
@@ -674,10 +679,15 @@ def _no_constant(name: str):
 
 
 def parse_trace(data: bytes, limits: Limits = EXPLORE) -> dict:
-    """A validated trace from JSON bytes."""
-    check_nesting(data)
+    """A validated trace from JSON bytes (UTF-8, or UTF-16/32 as JSON allows: the nesting check reads the
+    decoded text; a byte scan of UTF-16, where U+0122 holds a quote byte, missed its brackets)."""
     try:
-        obj = json.loads(data, parse_constant=_no_constant)
+        text = data.decode(json.detect_encoding(data), "surrogatepass")  # as json.loads(bytes) decodes
+    except UnicodeDecodeError as e:
+        _fail("trace", f"not valid JSON (not {e.encoding} text at byte {e.start})")
+    check_nesting(text.encode("utf-8", "surrogatepass"))
+    try:
+        obj = json.loads(text, parse_constant=_no_constant)
     except RecursionError:
         _fail("trace", f"nested deeper than {MAX_NESTING} levels")
     except ValueError as e:  # bad JSON, bad UTF-8, an integer of thousands of digits
