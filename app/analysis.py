@@ -9,7 +9,7 @@ from collections import Counter
 
 from engine import analyses
 from engine.bench import report
-from engine.options import ACCEPTANCE, MODES, RULES, run_label
+from engine.options import ACCEPTANCE, DEFAULT_RULE, MODES, RULES, run_label
 
 from . import plots
 from .tokentext import markdown_text
@@ -117,7 +117,7 @@ def bench_label(cfg: dict) -> str:
     MODE-auto when a cost budget chose, -match under sample-and-match). A mode, rule or acceptance the engine does
     not know (a loaded trace may say anything) is "unknown": the label heads Markdown, where a trace's own words
     could be links or images the browser would fetch."""
-    mode, rule, acc = cfg.get("mode", "?"), cfg.get("rule", "earliest"), cfg.get("acceptance") or "speculative"
+    mode, rule, acc = cfg.get("mode", "?"), cfg.get("rule", DEFAULT_RULE), cfg.get("acceptance") or ACCEPTANCE[0]
     if mode not in MODES or rule not in RULES or acc not in ACCEPTANCE:
         return "unknown"
     auto = "auto" in (cfg.get("max_shifted"), cfg.get("max_trie_nodes"))
@@ -141,7 +141,7 @@ def paper_tables(traces: dict | list[dict], scope: str) -> str:
         cfg = t.get("config") or {}
         label = bench_label(cfg)
         groups.setdefault(label, []).append(t)
-        fields.setdefault(label, {"mode": cfg.get("mode"), "rule": cfg.get("rule", "earliest")}
+        fields.setdefault(label, {"mode": cfg.get("mode"), "rule": cfg.get("rule", DEFAULT_RULE)}
                           if label != "unknown" else {})
     try:
         an = {label: analyses.summarize(trs) for label, trs in groups.items()}

@@ -14,6 +14,7 @@ from app.__main__ import OFFLINE_ENV
 os.environ.update(OFFLINE_ENV)  # as the app: offline whatever the user's environment says
 
 from app.examples import WRITTEN  # noqa: E402
+from engine.options import DEFAULT_MODE, DEFAULT_RULE  # noqa: E402
 
 # (file name, one of the page's written example prompts, max new tokens)
 PROMPTS = [("code-fibonacci", WRITTEN[0][1], 96), ("math-speed", WRITTEN[2][1], 80), ("chat-focus", WRITTEN[4][1], 64)]
@@ -27,8 +28,8 @@ def main(argv=None) -> int:
     p.add_argument("--out", default=str(TRACES_DIR))
     p.add_argument("--target", default=None)
     p.add_argument("--drafter", default=None)
-    p.add_argument("--mode", default="reanchor")
-    p.add_argument("--rule", default="earliest")
+    p.add_argument("--mode", default=DEFAULT_MODE)
+    p.add_argument("--rule", default=DEFAULT_RULE)
     a = p.parse_args(argv)
 
     from engine.decode import DecodeConfig, Engine

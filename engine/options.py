@@ -42,17 +42,18 @@ def mode_rule(mode: str, rule: str) -> str:
     return "fixed" if mode == "shifted-fixed" else rule
 
 
-def run_label(mode: str, rule: str = "earliest", acceptance: str = "speculative", auto: bool = False,
+def run_label(mode: str, rule: str = DEFAULT_RULE, acceptance: str = ACCEPTANCE[0], auto: bool = False,
               sweep_nodes: int | None = None, tree_rank: str = "drafter") -> str:
     """A run's name in the benchmark (results.json, report.md, trace folders) and the app's Analyses, composed
     from its fields: MODE, reanchor-RULE (a rule other than the default), MODE-auto (the cost budget chose),
     MODE-cal (a tree ranked by calibrated acceptance), MODE@N (a point of a --tree-nodes sweep), each ending in -match under sample-and-match (`ar` drafts nothing:
     one name under either rule). Readers use the fields that results.json keeps beside it, never the name."""
-    name = f"reanchor-{rule}" if mode == "reanchor" and rule != "earliest" else mode
+    name = f"reanchor-{rule}" if mode == "reanchor" and rule != DEFAULT_RULE else mode
     name += "-cal" if tree_rank == "calibrated" else ""
     name += "-auto" if auto else ""
     name += f"@{sweep_nodes}" if sweep_nodes is not None else ""
-    return name if mode == "ar" or acceptance == "speculative" else f"{name}-{acceptance}"
+    return name if mode == "ar" or acceptance == ACCEPTANCE[0] else f"{name}-{acceptance}"
+
 
 # How the auto budget weighs its measured costs: "online" rescales the hardware profile by each round's
 # measured times (it follows the machine's load, so two runs of one prompt may take different trees);

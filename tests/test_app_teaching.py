@@ -1,5 +1,5 @@
 """Issue 15: the round explained on a projector. Chromium at 1280x720 against one launched app (tiny
-Qwen3 target and drafter), one page shared by the tests in file order: what a person sees.
+Qwen3 target and drafter), a fresh page per test (they pass in any order): what a person sees.
 
 Bugs a-f of the issue each have a test here that failed before its fix:
 (a) a fresh page after the model loaded says "ready" at once; (b) an example trace after a comparison
@@ -35,8 +35,9 @@ def app(tmp_path_factory):
     yield from launched_tiny_app(tmp_path_factory)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def page(app, browser):
+    """A fresh page (its own session) per test: each starts from what a visitor sees, whatever ran before."""
     pg = browser.new_page(viewport=VIEW)
     pg.goto(app.url)
     pg.wait_for_function("() => (document.querySelector('#rx-model-status')?.innerText || '').includes('ready')",
@@ -68,6 +69,17 @@ def run(pg, prompt: str, max_new: int = 12) -> None:
                          timeout=120000)
 
 
+def wait_figure(pg, r: int | None = None) -> None:
+    """The round figure is drawn (for round r when given): its grid names g(0) and its title the round."""
+    pg.wait_for_function("""r => { const t = document.querySelector('#rx-round-plot .gtitle')?.textContent || '';
+        return [...document.querySelectorAll('#rx-round-plot .ytick text')].some(e => e.textContent === 'g(0)')
+            && (r === null || t.startsWith('round ' + r + ' ')); }""", arg=r, timeout=30000)
+
+
+def round_shown(pg) -> int:
+    return int(re.search(r"Round (\d+) ", caption(pg)).group(1))
+
+
 def example_box(pg) -> str:
     return pg.input_value("#rx-example-trace input")
 
@@ -90,6 +102,7 @@ def test_first_view_is_the_most_instructive_round(page):
     wait_caption(page, "most instructive round")
     cap = caption(page)
     assert int(re.search(r"Round (\d+) ", cap).group(1)) > 0
+    wait_figure(page, round_shown(page))
     assert re.search(r"\+ [1-9]\d* shifted gain", cap), cap
     assert "Shifted blocks:" in cap
     # every grid row of the figure names its block; the legend lists every mark the figure draws
@@ -155,6 +168,8 @@ def test_d_example_box_empties_when_a_run_replaces_the_view(page):
 
 
 def test_b_compare_then_example_trace_empties_compare(page, tmp_path):
+    page.fill("#rx-prompt textarea", "hi, j.")   # a short comparison, whatever ran before
+    page.fill("#rx-max-new input", "12")
     page.get_by_text("Compare: a second run").click()
     page.click("#rx-cmp-run")
     page.wait_for_function(
@@ -243,7 +258,7 @@ def test_projector_1024_labels_titles_settings_and_a_run_after_play(app, browser
             pg.wait_for_function("s => document.querySelector('#rx-example-trace input')?.value === s", arg=stem)
             wait_caption(pg, "most instructive round")
         for _ in range(6):
-            pg.wait_for_timeout(300)
+            wait_figure(pg, round_shown(pg))
             assert pg.evaluate(JS_LABEL_OVERLAPS) == [], stem
             pg.click("#rx-next")
     # the Analyses figures: each title inside its figure (the scope "pooled" was cut at the edge)
