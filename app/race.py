@@ -44,6 +44,8 @@ DEMO_PROMPT = dict(WRITTEN)["code: Fibonacci"]
 # a GPU), so the fixed 32-node trees win; above it (compute-bound, a CPU) each node costs, and the auto budget
 # sizes each round's tree to what pays on this machine.
 FLAT_VERIFY = 1.6
+# the lanes in view when a race starts (the controls above them are a screen high at 1280x720)
+SCROLL_TO_RACE = "document.querySelector('#rx-race-status')?.scrollIntoView({block: 'start', behavior: 'smooth'})"
 NOTE = ("Lanes ran one after another on this machine and are replayed side by side on one clock from their "
         "recorded round times (measured time), or on target forward passes (hardware-free).")
 
@@ -115,8 +117,7 @@ class Race:
         """Run the lanes one after another, streaming each; then the replay and the export."""
         st = st if isinstance(st, dict) else session.new_state()
         self.sessions.touch(st)
-        p, *_ = parse_inputs(prompt, REFERENCE, "earliest", 0.0, 0, max_new)
-        n = parse_inputs(prompt, REFERENCE, "earliest", 0.0, 0, max_new)[5]
+        p, _, _, _, _, n, _, _ = parse_inputs(prompt, REFERENCE, "earliest", 0.0, 0, max_new)
         if n > RACE_MAX_NEW:
             raise bad_input(f"Max new tokens: a race runs at most {RACE_MAX_NEW}, got {n}")
         labels = check_lanes(lanes)
@@ -198,24 +199,22 @@ class Race:
 
 
 def layout(c: SimpleNamespace) -> None:
-    """The Race tab's components (call inside its gr.Tab)."""
-    gr.Markdown("### Race: the modes against plain decoding, on one prompt, with the same text\n" + NOTE +
-                " Each lane's text is coloured by where its tokens came from (blue: the drafter's block, "
-                "other colours: a shifted block, amber: the target's own token). Stop ends the running lane "
-                "at its next round (each lane shows its longest round).", elem_classes=["rx-status"])
-    c.race_preset_note = gr.Markdown("", elem_id="rx-race-preset")
-    with gr.Row():
-        c.race_prompt = gr.Textbox(value=DEMO_PROMPT, label="Prompt", lines=2, max_lines=6, elem_id="rx-race-prompt",
-                                   scale=3)
-        with gr.Column(scale=2, min_width=300):
-            c.race_lanes = gr.CheckboxGroup(list(LANES), value=["ar", "ddtree-auto", "reanchor-tree-auto"],
-                                            label=f"Lanes ({MIN_LANES} to {MAX_LANES}; ar is the reference)",
-                                            elem_id="rx-race-lanes")
-            with gr.Row():
-                c.race_max_new = gr.Number(value=64, label=f"Max new tokens (≤ {RACE_MAX_NEW})", precision=0,
-                                           elem_id="rx-race-max-new", min_width=120)
-                c.race_repeatable = gr.Checkbox(value=True, label="repeatable budget (fixed calibration)",
-                                                elem_id="rx-race-repeatable", min_width=160)
+    """The Race tab's components (call inside its gr.Tab): compact, so that the lanes fit a 720-px screen."""
+    gr.Markdown("Plain decoding against the speculative modes, on one prompt: each lane's text coloured by where its "
+                "tokens came from (blue: the drafter's block, other colours: a shifted block, amber: the target's "
+                "own token), then replayed side by side. Stop ends the running lane at its next round.",
+                elem_classes=["rx-status"])
+    c.race_preset_note = gr.Markdown("", elem_id="rx-race-preset", elem_classes=["rx-status"])
+    with gr.Row(equal_height=True):
+        c.race_prompt = gr.Textbox(value=DEMO_PROMPT, label="Prompt", lines=1, max_lines=6, elem_id="rx-race-prompt",
+                                   scale=4)
+        c.race_max_new = gr.Number(value=64, label=f"Max new tokens (≤ {RACE_MAX_NEW})", precision=0,
+                                   elem_id="rx-race-max-new", scale=1, min_width=120)
+        c.race_repeatable = gr.Checkbox(value=True, label="repeatable budget (fixed calibration)",
+                                        elem_id="rx-race-repeatable", scale=1, min_width=150)
+    c.race_lanes = gr.CheckboxGroup(list(LANES), value=["ar", "ddtree-auto", "reanchor-tree-auto"],
+                                    label=f"Lanes ({MIN_LANES} to {MAX_LANES}; ar, plain decoding, is the reference)",
+                                    elem_id="rx-race-lanes")
     with gr.Row():
         c.race_btn = gr.Button("Race", variant="primary", elem_id="rx-race-run")
         c.race_stop_btn = gr.Button("Stop", variant="stop", elem_id="rx-race-stop")
@@ -231,8 +230,10 @@ def wire(c: SimpleNamespace, race: Race, view_out: list) -> None:
     model = dict(concurrency_limit=1, concurrency_id="model", show_progress="minimal", preprocess=False)
     c.race_btn.click(race.on_race, [c.race_prompt, c.race_lanes, c.race_max_new, c.race_repeatable, c.state],
                      [c.race_view, c.race_status, c.race_export], api_name="race", **model)
+    c.race_btn.click(None, js=f"() => {{ {SCROLL_TO_RACE}; }}")
     c.race_stop_btn.click(race.on_stop, [c.state], None, queue=False, show_progress="hidden", api_name="race_stop")
     preset_out = [c.race_prompt, c.race_lanes, c.race_max_new, c.race_repeatable, c.race_preset_note]
     c.race_preset_btn.click(race.preset, None, preset_out, queue=False, api_name="race_preset")
     c.race_tab.select(lambda: race.preset()[-1], None, [c.race_preset_note], queue=False, show_progress="hidden")
-    c.race_view.click(race.on_inspect, [c.state], view_out + [c.tabs], api_name="race_inspect")
+    c.race_view.click(race.on_inspect, [c.state], view_out + [c.tabs], api_name="race_inspect").then(
+        None, js="() => setTimeout(() => document.querySelector('#rx-inspector')?.scrollIntoView({block: 'start'}), 100)")

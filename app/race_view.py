@@ -277,9 +277,10 @@ window.rxRaceMount = function (root, P, opts) {
     boxes.forEach((b) => {
       const [n, passes, fin] = at(b.L, t);
       setText(b, n);
-      const tps = fin ? b.L.tps : (clock === 'time' && t > 0 ? n / t : null);
+      const tps = fin ? b.L.tps : (clock === 'time' && t > 0 && n ? n / t : null);
       counters(b, n, passes, tps);
       b.stat.textContent = fin ? 'finished' : (n ? 'decoding…' : 'waiting');
+      b.badge.style.visibility = fin ? 'visible' : 'hidden';   // a lane's verdict once it has finished
     });
     readout.textContent = clock === 'time' ? 't = ' + t.toFixed(2) + ' s of ' + end.time.toFixed(2) + ' s'
       : 'pass ' + Math.floor(t) + ' of ' + end.passes;
@@ -298,7 +299,7 @@ window.rxRaceMount = function (root, P, opts) {
     if (t >= end[clock]) { playing = false; play.textContent = '▶ replay'; root.dataset.replay = 'ended'; return; }
     root.__rxTimer = requestAnimationFrame(tick);
   };
-  const start = () => { if (t >= end[clock]) t = 0; playing = true; last = null; play.textContent = '⏸ pause';
+  const start = () => { if (t >= end[clock]) t = 0; playing = true; last = null; play.textContent = 'pause';
     root.__rxTimer = requestAnimationFrame(tick); };
   play.addEventListener('click', () => { if (playing) { playing = false; play.textContent = '▶ replay'; frame(); } else start(); });
   clockSel.addEventListener('change', () => { const f = t / Math.max(end[clock], 1e-9); clock = clockSel.value;

@@ -1,0 +1,188 @@
+"""The Race tab in a real browser (Debian's Chromium via playwright, 1280x720) against `python -m app` on the
+embedded model: plain decoding against two speculative modes, as a person giving the demo sees it. The lanes'
+text must grow while they decode (every intermediate state is recorded in the page by a MutationObserver), the
+final texts match plain decoding's and the badge says so, "×N" is the lanes' shown tokens/s ratio, a lane opens
+in the round inspector, and the exported HTML replays from file:// with every request refused.
+Screenshots: test-output/race-*.png."""
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+
+from app_fixtures import OUTPUT, chromium_or_skip, launched_app
+
+pytest.importorskip("playwright.sync_api")
+
+LANES = ["ar", "ddtree-auto", "reanchor-tree-auto"]
+TOKENS = 28
+PROMPT = "Write a Python function that returns the n-th Fibonacci number iteratively."
+
+# Every change of the race view, recorded in the page: (ms, phase, replay state, {lane: tokens shown}).
+JS_RECORD = """() => {
+  window.__rxLog = [];
+  const root = document.querySelector('#rx-race');
+  const snap = () => {
+    const r = root.querySelector('.rx-race-root') || root;
+    const lanes = {};
+    root.querySelectorAll('.rx-lane').forEach((l) => { lanes[l.dataset.lane] = parseInt(l.dataset.tokens || '0'); });
+    const entry = [performance.now(), r ? r.dataset.phase || '' : '', r ? r.dataset.replay || '' : '', lanes];
+    const prev = window.__rxLog[window.__rxLog.length - 1];
+    if (!prev || JSON.stringify(prev.slice(1)) !== JSON.stringify(entry.slice(1))) window.__rxLog.push(entry);
+  };
+  new MutationObserver(snap).observe(root, {subtree: true, childList: true, attributes: true, characterData: true});
+  snap();
+}"""
+JS_LANES = """() => [...document.querySelectorAll('#race .rx-lane, #rx-race .rx-lane')].map((l) => ({
+  label: l.dataset.lane, text: l.querySelector('.rx-ltext').innerText,
+  count: l.querySelector('.rx-lcount').innerText, badge: l.querySelector('.rx-lbadge').innerText,
+  box: l.getBoundingClientRect().toJSON(), font: parseFloat(getComputedStyle(l.querySelector('.rx-ltext')).fontSize)}))"""
+
+
+@pytest.fixture(scope="module")
+def app(tmp_path_factory):
+    chromium_or_skip()
+    from engine.models.embedded import cache_dir, gguf_path
+
+    try:
+        gguf_path(), cache_dir()
+    except Exception as e:  # noqa: BLE001
+        pytest.skip(f"the embedded model is not installed: {e}")
+    yield from launched_app([], tmp_path_factory)
+
+
+def _wait_profiled(app, timeout: float = 1200.0) -> str:
+    from gradio_client import Client
+
+    client, t0 = Client(app.url, verbose=False), time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        status = client.predict(api_name="/model_status")[0]
+        if "machine measured" in status or "failed" in status:
+            return status
+        time.sleep(1.0)
+    raise TimeoutError(f"no profile after {timeout} s:\n{app.log()[-2000:]}")
+
+
+def _grew(log: list, label: str, phase: str, final: int) -> list[int]:
+    """The distinct token counts lane `label` showed during `phase`, strictly between none and all."""
+    return sorted({e[3].get(label, 0) for e in log if e[1] == phase and 0 < e[3].get(label, 0) < final})
+
+
+def _counts(lane: dict) -> dict:
+    """tokens, passes and tokens/s as the lane's counter line shows them."""
+    m = re.search(r"tokens (\d+) · passes (\d+) · tokens/s ([\d.]+)", lane["count"])
+    assert m, lane["count"]
+    return {"tokens": int(m[1]), "passes": int(m[2]), "tps": float(m[3])}
+
+
+def test_race_of_plain_decoding_and_two_speculative_modes(app, browser, tmp_path):
+    status = _wait_profiled(app)
+    assert "machine measured" in status, status
+    print("\n" + status)
+    page = browser.new_page(viewport={"width": 1280, "height": 720})
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(app.url)
+    page.get_by_role("tab", name="Race").click()
+    page.wait_for_selector("#rx-race-run", state="visible")
+    page.wait_for_function("() => /Demo preset: .*Why: on this machine/.test("
+                           "document.querySelector('#rx-race-preset')?.innerText || '')", timeout=30000)
+    page.fill("#rx-race-prompt textarea", PROMPT)
+    page.fill("#rx-race-max-new input", str(TOKENS))
+    checked = page.evaluate("() => [...document.querySelectorAll('#rx-race-lanes input[type=checkbox]')]"
+                            ".filter((i) => i.checked).map((i) => i.closest('label').innerText.trim())")
+    assert checked == LANES, checked   # the preset's lanes
+    page.evaluate(JS_RECORD)
+    t_click = page.evaluate("performance.now()")
+    page.click("#rx-race-run")
+    page.wait_for_function("() => document.querySelector('#rx-race .rx-race-root')?.dataset.phase === 'live'",
+                           timeout=120000)
+    page.wait_for_function("() => parseInt(document.querySelector('#rx-race .rx-lane')?.dataset.tokens || '0') > 3",
+                           timeout=300000)
+    OUTPUT.mkdir(exist_ok=True)
+    page.wait_for_function("() => { const t = document.querySelector('#rx-race .rx-ltext').getBoundingClientRect();"
+                           " return t.top >= 0 && t.bottom <= 720; }", timeout=10000)  # Race scrolled to the lanes
+    page.screenshot(path=str(OUTPUT / "race-1280-live.png"))
+    page.wait_for_function("() => document.querySelector('#rx-race .rx-race-root')?.dataset.phase === 'done'",
+                           timeout=600000)
+    page.screenshot(path=str(OUTPUT / "race-1280-replaying.png"))
+    page.wait_for_function("() => document.querySelector('#rx-race .rx-race-root')?.dataset.replay === 'ended'",
+                           timeout=120000)
+    OUTPUT.mkdir(exist_ok=True)
+    page.locator("#rx-race").scroll_into_view_if_needed()
+    page.screenshot(path=str(OUTPUT / "race-1280.png"))
+    log = page.evaluate("window.__rxLog")
+    lanes = page.evaluate(JS_LANES)
+    assert [ln["label"] for ln in lanes] == LANES
+    counts = {ln["label"]: _counts(ln) for ln in lanes}
+    for label in LANES:
+        final = counts[label]["tokens"]
+        assert final == TOKENS or label != "ar", counts
+        live, replay = _grew(log, label, "live", final), _grew(log, label, "done", final)
+        assert len(live) >= 2, f"{label}: the text did not grow while decoding: {live}"
+        assert len(replay) >= 2, f"{label}: the replay did not grow the text: {replay}"
+    # what a person reads: the same text in every lane, the badge saying so, x N = the shown tokens/s ratio
+    ref = lanes[0]
+    for ln in lanes[1:]:
+        assert ln["text"] == ref["text"] and ln["text"].strip(), (ln["label"], ln["text"][:80], ref["text"][:80])
+        assert "same text as plain decoding ✓" in ln["badge"], ln["badge"]
+        n = float(re.search(r"×([\d.]+) against plain decoding", ln["badge"])[1])
+        ratio = counts[ln["label"]]["tps"] / counts["ar"]["tps"]
+        assert abs(n - ratio) <= 0.006 + 0.01 * ratio, (ln["label"], n, ratio)
+        assert counts[ln["label"]]["passes"] < counts["ar"]["passes"], counts
+    # legible at 1280x720: lanes side by side within the width, text at 12 px or more
+    for ln in lanes:
+        assert ln["box"]["x"] >= 0 and ln["box"]["x"] + ln["box"]["width"] <= 1280, ln["box"]
+        assert ln["font"] >= 12
+    # the first auto lane decoded at once: the profile was measured at load, before the race (app log order)
+    text = app.log()
+    assert text.index("hardware profile measured") < text.index("race started")
+    assert "measuring this machine" not in text[text.index("race started"):]
+    starts = [e for e in log if e[1] == "live" and e[3].get("ddtree-auto", 0) > 0]
+    ar_done = [e for e in log if e[1] == "live" and e[3].get("ar", 0) == counts["ar"]["tokens"]]
+    print(f"\nrace: click to live view {log[1][0] - t_click:.0f} ms; ar finished to ddtree-auto's first tokens "
+          f"shown {starts[0][0] - ar_done[0][0]:.0f} ms; " +
+          ", ".join(f"{k} {v['tps']} tok/s, {v['passes']} passes" for k, v in counts.items()))
+
+    # the export: a self-contained file that replays offline
+    with page.expect_download() as dl:
+        page.click("#rx-race-export")
+    path = tmp_path / "race.html"
+    dl.value.save_as(path)
+    html = path.read_text(encoding="utf-8")
+    assert "cdn" not in html.lower().split("<script>")[0] and "src=" not in html.split("id='race-data'")[0][-400:]
+    ctx = browser.new_context(viewport={"width": 1280, "height": 720}, offline=True)
+    requests = []
+    ctx.route("**/*", lambda r: (requests.append(r.request.url), r.continue_() if r.request.url.startswith("file:")
+                                 else r.abort()))
+    off = ctx.new_page()
+    off.goto(path.as_uri())
+    off.evaluate(JS_RECORD.replace("#rx-race", "#race"))
+    off.wait_for_function("() => document.querySelector('#race')?.dataset.replay === 'ended'", timeout=120000)
+    off.screenshot(path=str(OUTPUT / "race-export-1280.png"))
+    off_log = off.evaluate("window.__rxLog")
+    off_lanes = off.evaluate(JS_LANES)
+    assert [ln["text"] for ln in off_lanes] == [ln["text"] for ln in lanes]
+    for label in LANES:
+        assert len(_grew(off_log, label, "done", counts[label]["tokens"])) >= 2, (label, off_log[-3:])
+    assert off.evaluate("typeof window.Plotly") == "object" and off.locator("#race .main-svg").count() > 0
+    # a PNG of the figure at slide resolution, from the figure's own camera button (Plotly in the browser)
+    off.hover("#race .rx-rfig .main-svg")
+    with off.expect_download() as png:
+        off.locator("#race .modebar-btn[data-title^='Download plot']").click()
+    head = open(png.value.path(), "rb").read(24)
+    assert head[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")) == (1920, 1080)
+    assert all(u.startswith("file:") for u in requests), requests
+    ctx.close()
+
+    # a lane opens in the round inspector (the Explore tab), through the trace-loading path
+    page.locator(".rx-lane[data-lane='ddtree-auto'] .rx-linspect").click()
+    page.wait_for_function("() => (document.querySelector('#rx-metrics')?.innerText || '').includes('loaded trace')",
+                           timeout=60000)
+    assert "ddtree" in page.inner_text("#rx-metrics")
+    page.wait_for_function("() => { const r = document.querySelector('#rx-round-plot')?.getBoundingClientRect();"
+                           " return r && r.top >= 0 && r.top < 720 && r.height > 100; }", timeout=20000)  # in view
+    page.screenshot(path=str(OUTPUT / "race-inspect-1280.png"))
+    assert not errors, errors
