@@ -19,12 +19,13 @@ from engine.options import EMBEDDED_NAME
 from engine.paths import shipped_drafters
 
 log = logging.getLogger("reanchor.app")
+from .tokentext import bidi_visible
 
 
 def shown_name(name: str) -> str:
     """A model's name as the page shows it: a hub id or the embedded model's name as given, a folder on
     the server by its last part only (the page must not tell visitors where the server keeps files)."""
-    name = str(name)
+    name = bidi_visible(str(name))
     if os.path.isabs(name) or name.startswith(("~", ".")) or Path(name).exists():
         return Path(name.rstrip("/\\")).name or name
     return name

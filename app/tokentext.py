@@ -16,6 +16,15 @@ import re
 import unicodedata
 
 _VISIBLE = {" ": "␣", "\n": "⏎", "\t": "⇥", "\r": "␍", "\u00a0": "⍽"}
+# Bidirectional controls (embeddings, overrides, isolates, marks): a right-to-left override in a drafter
+# name or a token's text reversed what the page showed ("drafter retfard.exe"), and spread over the tokens
+# after it. Every string that reaches the page shows them as their code points instead.
+_BIDI = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def bidi_visible(s: str) -> str:
+    """Bidirectional control characters as ⟨U+XXXX⟩ (they would reorder what is shown around them)."""
+    return _BIDI.sub(lambda m: f"⟨U+{ord(m.group()):04X}⟩", s)
 
 
 def piece(token_texts: dict, tok: int) -> str:
@@ -38,7 +47,7 @@ def _shown(s: str, limit: int | None = None) -> str:
         # loaded trace's token text may be long (walking 300,000 characters per label froze the figure)
         s = s[:limit + 1]
     out = []
-    for ch in s:
+    for ch in bidi_visible(s):
         if ch in _VISIBLE:
             out.append(_VISIBLE[ch])
         elif ord(ch) < 0x20 or ord(ch) == 0x7F or 0x80 <= ord(ch) < 0xA0:
@@ -53,7 +62,7 @@ def _shown(s: str, limit: int | None = None) -> str:
 
 def plotly_escape(s: str) -> str:
     """For Plotly text: '&', '<', '>' as entities Plotly decodes, '$' (its MathJax trigger) as '&#36;'."""
-    return html.escape(str(s), quote=False).replace("$", "&#36;")
+    return html.escape(bidi_visible(str(s)), quote=False).replace("$", "&#36;")
 
 
 def plotly_text(s) -> str:
@@ -62,8 +71,8 @@ def plotly_text(s) -> str:
 
 
 def escape(s: str) -> str:
-    """For page HTML (text and attributes): html.escape with quotes."""
-    return html.escape(str(s), quote=True)
+    """For page HTML (text and attributes): html.escape with quotes, bidirectional controls visible."""
+    return html.escape(bidi_visible(str(s)), quote=True)
 
 
 # "<>&" are left to html.escape; ":" and "@" too, so that no bare URL or e-mail address becomes a link
@@ -73,7 +82,7 @@ _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|~:@])")
 def markdown_text(s: object) -> str:
     """For gr.Markdown: HTML escaped and every Markdown special backslashed, so text stays text (no link,
     no image for the browser to fetch); newlines as spaces (a line break would end a table row)."""
-    return html.escape(_MARKDOWN_SPECIAL.sub(r"\\\1", " ".join(str(s).splitlines())), quote=True)
+    return html.escape(_MARKDOWN_SPECIAL.sub(r"\\\1", " ".join(bidi_visible(str(s)).splitlines())), quote=True)
 
 
 def tok_cell(token_texts: dict, tok: int, limit: int = 7) -> str:
@@ -117,7 +126,7 @@ def tok_fit(token_texts: dict, tok: int, px: float) -> str:
 def text_html(s: str) -> str:
     """Running text for a pre-wrap container: escaped, whitespace kept as is, control chars shown."""
     out = []
-    for ch in s:
+    for ch in bidi_visible(s):
         if ch in "\n\t":
             out.append(ch)
         elif ord(ch) < 0x20 or ord(ch) == 0x7F:

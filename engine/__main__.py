@@ -47,10 +47,15 @@ def generate_main(a) -> int:
     from .decode import DecodeConfig, Engine
     from .decode.config import validate
     from .decode.cost import budget_for
-    from .trace import save_trace
+    from .trace import save_trace, unicode_problem
 
     if not a.prompt.strip():  # fail before loading models
         raise InputError("prompt", "is empty")
+    problem = unicode_problem(a.prompt)  # a byte that is not UTF-8 reaches argv as a lone surrogate
+    if problem:
+        raise InputError("prompt", problem.replace("lone surrogate", "byte that is not UTF-8, as the surrogate"))
+    if a.trace:  # before the run: a trace that cannot be written would lose it
+        trace_out(a.trace)
     cfg = DecodeConfig(mode=a.mode, rule=a.rule, temperature=a.temperature, seed=a.seed, acceptance=a.acceptance,
                        max_new_tokens=a.max_new_tokens, max_shifted=parse_max_shifted(a.max_shifted),
                        max_trie_nodes=parse_max_trie_nodes(a.max_trie_nodes), block_size=a.block_size,
@@ -68,6 +73,20 @@ def generate_main(a) -> int:
     else:
         print(trace["text"])
     return 0
+
+
+def trace_out(path: str) -> None:
+    """--trace PATH will be written (engine.paths.check_output_file) and replaces no file but a trace."""
+    from .paths import check_output_file
+    from .trace import WRITE, load_trace
+
+    p = check_output_file(path, "trace")
+    if p.exists():
+        try:
+            load_trace(p, limits=WRITE)
+        except (ValueError, OSError):
+            raise InputError("trace", f"{p} exists and is not a reanchor trace: not replaced (remove it or give "
+                                      "another name)") from None
 
 
 def add_check_args(sub) -> None:

@@ -99,6 +99,11 @@ def to_int(value, field: str, lo: int | None = None, hi: int | None = None) -> i
     return v
 
 
+def parse_seed(value) -> int:
+    """A run's seed: what torch's generators take (2**70 failed deep in torch: "Overflow when unpacking long long")."""
+    return to_int(value, "seed", lo=0, hi=2**63 - 1)
+
+
 def parse_cap(value, field: str, lo: int, hi: int) -> int | str | None:
     """A per-round cap, in the same words everywhere: unset / "all" / "none" -> None (no cap), "auto" ->
     the cost budget, a whole number in [lo, hi] -> that cap."""

@@ -18,7 +18,8 @@ import json
 import math
 import os
 import re
-from dataclasses import dataclass
+import stat
+from dataclasses import asdict, dataclass
 
 from .errors import InputError
 
@@ -703,18 +704,37 @@ def save_trace(path: str | os.PathLike, trace: dict) -> None:
     trusts what it finds)."""
     validate_trace(trace, WRITE)
     tmp = f"{os.fspath(path)}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(trace, f, ensure_ascii=False, separators=(",", ":"))
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(trace, f, ensure_ascii=False, separators=(",", ":"))
+        os.replace(tmp, path)
+    except BaseException:  # a full disk, a folder of that name, Ctrl-C: no NAME.tmp left behind
+        if os.path.isfile(tmp):
+            os.unlink(tmp)
+        raise
 
 
 def load_trace(path: str | os.PathLike, max_bytes: int = MAX_TRACE_BYTES, limits: Limits = EXPLORE) -> dict:
-    """JSON only (never pickle), size-limited, nesting-limited, validated."""
-    size = os.path.getsize(path)
-    if size > max_bytes:
-        _fail("trace", f"file is {size / 2**20:.1f} MiB, over the {max_bytes / 2**20:.0f} MiB limit")
-    with open(path, "rb") as f:
-        data = f.read(max_bytes + 1)
+    """JSON only (never pickle), size-limited, nesting-limited, validated. A regular file only: a folder, a
+    FIFO (whose read would wait forever) or a device is refused, and so is a file that cannot be read
+    (/proc/self/mem), naming "trace". A missing file stays FileNotFoundError."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO opens at once; its kind is checked below
+    except FileNotFoundError:
+        raise
+    except OSError as e:
+        _fail("trace", f"cannot be opened ({e.strerror or e})")
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        _fail("trace", "is not a regular file (a folder, FIFO or device)")
+    with os.fdopen(fd, "rb") as f:
+        if st.st_size > max_bytes:
+            _fail("trace", f"file is {st.st_size / 2**20:.1f} MiB, over the {max_bytes / 2**20:.0f} MiB limit")
+        try:
+            data = f.read(max_bytes + 1)
+        except OSError as e:
+            _fail("trace", f"cannot be read ({e.strerror or e})")
     if len(data) > max_bytes:
         _fail("trace", f"file is over the {max_bytes / 2**20:.0f} MiB limit")
     return parse_trace(data, limits)

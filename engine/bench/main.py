@@ -30,7 +30,8 @@ from ..errors import InputError
 from ..options import MODES as ENGINE_MODES
 from ..options import (ACCEPTANCE, CALIBRATIONS, DEFAULT_MAX_NEW_TOKENS, DEFAULT_TREE_NODES, MAX_BLOCK_SIZE,
                        MAX_TRIE_NODES, RULES, TREE_MODES, UNSHIFTED_MODES, add_model_args, mode_rule, models_from_args,
-                       parse_csv, parse_max_shifted, parse_max_trie_nodes, run_label, to_int)
+                       parse_csv, parse_max_shifted, parse_max_trie_nodes, parse_seed, run_label, to_int)
+from ..paths import check_writable_dir
 from .report import FIGURES, write_report
 from .sets import PER_SET, SETS, load_set, read_jsonl, sample_prompts
 
@@ -107,7 +108,10 @@ def _variants(modes: list[str], rules: list[str], max_shifted, max_trie_nodes, t
 # -- running -----------------------------------------------------------------------------------
 
 def _safe(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", name)
+    """A file or folder name from a set name or prompt id: never '.', '..' or hidden (a prompts file named
+    '...jsonl' made the set '..', its traces landing outside traces/), and short enough for a file system
+    (two ids cut to one name are refused in plan())."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).lstrip(".")[:120] or "_"
 
 
 def check_drafter_flags(args) -> None:
@@ -126,6 +130,7 @@ def plan(args) -> tuple[list[Variant], dict[str, list[dict]]]:
     rules = parse_csv(args.rules, RULES, "rules") or ["earliest"]
     accs = parse_csv(args.acceptance, ACCEPTANCE, "acceptance") or ["speculative"]
     sweep = [to_int(x, "tree_nodes", lo=1, hi=MAX_TRIE_NODES) for x in (args.tree_nodes or "").split(",") if x.strip()]
+    parse_seed(args.seed)
     if args.block_size is not None:  # the drafter's own is checked once it loads
         to_int(args.block_size, "block_size", lo=2, hi=MAX_BLOCK_SIZE)
     if sweep and not set(modes) & set(TREE_MODES + CAL_MODES):  # else no MODE@N would run, and no curve, without a word
@@ -517,6 +522,7 @@ def start_out(args) -> Path:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:  # a file of that name, no permission: exit 2 naming the flag, not a traceback
         raise InputError("out", f"cannot make the folder {out}: {e.strerror or e}") from None
+    check_writable_dir(out, "out")  # read-only: refused now, not after the whole run
     return out
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from ..errors import InputError
 from ..paths import PROMPTS, package_dir
+from ..trace import unicode_problem
 
 SETS = ("humaneval", "mtbench", "math", "chat")
 PER_SET = 100            # the paper: 100 examples per set, sampled with seed 0 (MT-Bench: all 80)
@@ -38,13 +39,17 @@ def read_jsonl(path: Path, field: str = "prompts") -> list[dict]:
             continue
         try:
             obj = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise InputError(field, f"{path}:{i + 1} is not JSON ({e})")
+        except (ValueError, RecursionError) as e:  # bad JSON, a 5,000-digit number, 100,000 levels deep
+            raise InputError(field, f"{path}:{i + 1} is not JSON ({str(e)[:120] or 'nested too deep'})") from None
         prompt = obj.get("prompt") if isinstance(obj, dict) else None
-        if prompt is None and isinstance(obj, dict) and obj.get("turns"):
-            prompt = obj["turns"][0]
+        turns = obj.get("turns") if isinstance(obj, dict) else None
+        if prompt is None and isinstance(turns, list) and turns:  # "turns": {} or 5 is no list of turns
+            prompt = turns[0]
         if not isinstance(prompt, str) or not prompt.strip():
             raise InputError(field, f"{path}:{i + 1} has no \"prompt\" string")
+        problem = unicode_problem(prompt)
+        if problem:
+            raise InputError(field, f"{path}:{i + 1}: the prompt {problem}")
         row = {"id": str(obj.get("id", obj.get("question_id", i))), "prompt": prompt}
         if obj.get("category"):
             row["category"] = str(obj["category"])

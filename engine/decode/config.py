@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass
 from ..errors import InputError
 from ..options import (ACCEPTANCE, CALIBRATIONS, DEFAULT_MAX_NEW_TOKENS, DEFAULT_MODE, DEFAULT_RULE, MAX_BLOCK_SIZE,
                        MAX_NEW_TOKENS, MODES, RULES, TREE_RANKS, UNSHIFTED_MODES, parse_max_shifted,
-                       parse_max_trie_nodes, to_int)
+                       parse_max_trie_nodes, parse_seed, to_int)
 
 GREEDY_BELOW = 1e-5   # a temperature under this decodes greedily (as vLLM does): logits / T would overflow
 
@@ -48,7 +48,7 @@ def validate(cfg: DecodeConfig, drafter_block_size: int | None) -> DecodeConfig:
     if not t >= 0 or t == float("inf"):
         raise InputError("temperature", f"must be a finite number >= 0, got {cfg.temperature!r}")
     t = 0.0 if t < GREEDY_BELOW else t
-    seed = to_int(cfg.seed, "seed")
+    seed = parse_seed(cfg.seed)
     n = to_int(cfg.max_new_tokens, "max_new_tokens", lo=1)
     if n > MAX_NEW_TOKENS:
         raise InputError("max_new_tokens", f"{n} is absurd (at most {MAX_NEW_TOKENS})")
