@@ -18,8 +18,9 @@ from engine.errors import InputError
 from engine.options import EMBEDDED_NAME
 from engine.paths import shipped_drafters
 
-log = logging.getLogger("reanchor.app")
 from .tokentext import bidi_visible
+
+log = logging.getLogger("reanchor.app")
 
 
 def shown_name(name: str) -> str:

@@ -1,6 +1,7 @@
 """Record the example traces shown before anything runs: python -m app.make_traces [--out assets/traces].
 
-Uses the engine's default models (the embedded target and its default drafter) unless told otherwise.
+Uses the embedded target and the lesson drafter (app.examples.LESSON_DRAFTER) unless told otherwise; the traces'
+recorded settings reproduce them (tests/test_example_traces.py).
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from app.__main__ import OFFLINE_ENV
 
 os.environ.update(OFFLINE_ENV)  # as the app: offline whatever the user's environment says
 
-from app.examples import WRITTEN  # noqa: E402
+from app.examples import LESSON_DRAFTER, WRITTEN  # noqa: E402
 from engine.options import DEFAULT_MODE, DEFAULT_RULE  # noqa: E402
 
 # (file name, one of the page's written example prompts, max new tokens)
@@ -27,7 +28,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m app.make_traces", description=__doc__)
     p.add_argument("--out", default=str(TRACES_DIR))
     p.add_argument("--target", default=None)
-    p.add_argument("--drafter", default=None)
+    p.add_argument("--drafter", default=str(LESSON_DRAFTER))
     p.add_argument("--mode", default=DEFAULT_MODE)
     p.add_argument("--rule", default=DEFAULT_RULE)
     a = p.parse_args(argv)

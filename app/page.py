@@ -66,11 +66,27 @@ const park = (d, width) => {  // keep a drawn round offscreen, at most 3
 const caption = (html) => {
   const cap = document.querySelector('#rx-caption .prose') || document.querySelector('#rx-caption');
   if (!cap || !html) return;
-  const open = !!(cap.querySelector('#rx-att') || {}).open;  // the attachment table stays open across rounds
   cap.innerHTML = html;
-  const att = cap.querySelector('#rx-att');
-  if (att && open) att.open = true;
+  window.__rxAtt && window.__rxAtt();
 };
+// the attachment table (a <details> in the caption) stays open across rounds, whoever replaces the caption: this
+// page's cache or the server's answer
+window.__rxAtt = () => {
+  const att = document.querySelector('#rx-caption #rx-att');
+  if (att && window.__rxAttOpen && !att.open) att.open = true;
+};
+if (!window.__rxAttBound) {
+  window.__rxAttBound = true;
+  document.addEventListener('toggle', (e) => {
+    if (e.target && e.target.id === 'rx-att') window.__rxAttOpen = e.target.open;
+  }, true);
+  const watchCaption = () => {
+    const cap = document.querySelector('#rx-caption');
+    if (!cap) { setTimeout(watchCaption, 200); return; }
+    new MutationObserver(() => window.__rxAtt()).observe(cap, {childList: true, subtree: true});
+  };
+  watchCaption();
+}
 // the shown round's tokens highlighted in the text view
 window.__rxMark = (r) => {
   if (r !== undefined) window.__rxRound = r;

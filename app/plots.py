@@ -78,7 +78,11 @@ class Style:
 
     @property
     def row_px(self) -> int:   # a grid row: its label in the middle, marks in the bands above and below it
-        return 38 if self.projector else 30
+        return 40 if self.projector else 30
+
+    @property
+    def cell_px(self) -> int:  # a grid cell's height: the bands above and below it hold the marks
+        return 24 if self.projector else 18
 
     @property
     def slot_px(self) -> int:  # a trie row: the node, its label above it
@@ -241,7 +245,8 @@ def _row_trace(r: dict, y: int, xs: list[int], token_texts: dict, cell_px: float
     return {"type": "heatmap", "x0": xs[0], "dx": 1, "y": [y], "z": [zr], "text": [tr], "customdata": [fr],
             "meta": part, "texttemplate": "%{text}", "name": plotly_text(r["label"]),
             "hovertemplate": plotly_text(r["label"]) + " · pos %{x}: %{text}%{customdata}<extra></extra>",
-            "colorscale": [[0, color], [1, color]], "zmin": 0, "zmax": 1, "showscale": False, "xgap": 3, "ygap": 0,
+            "colorscale": [[0, color], [1, color]], "zmin": 0, "zmax": 1, "showscale": False, "xgap": 3,
+            "ygap": style.row_px - style.cell_px,
             "textfont": {"size": style.font, "color": "#222" if dark else "white"}, "xaxis": "x", "yaxis": "y"}
 
 
@@ -260,7 +265,8 @@ def _fold_trace(rows: list[dict], y: int, xs: list[int], s: int, style: Style, u
             "texttemplate": "%{text}", "name": "discarded blocks",
             "hovertemplate": "%{customdata}<br>(click: " + ("fold these rows" if unfold else "show each block") +
                              ")<extra></extra>",
-            "colorscale": [[0, GREY], [1, GREY]], "zmin": 0, "zmax": 1, "showscale": False, "xgap": 3, "ygap": 0,
+            "colorscale": [[0, GREY], [1, GREY]], "zmin": 0, "zmax": 1, "showscale": False, "xgap": 3,
+            "ygap": style.row_px - style.cell_px,
             "textfont": {"size": style.font, "color": "#222"}, "xaxis": "x", "yaxis": "y"}
 
 
@@ -515,8 +521,8 @@ PHASE_PARTS = {
     3: {"strip", "shifted", "native", "fold"},
     4: {"g0", "shifted", "sites", "fold"},
     5: {"shifted", "sites", "native", "fold", "discarded"},
-    6: {"trie", "trie-g0", "shared", "edges"},
-    7: {"trie", "trie-g0", "shared", "edges"},
+    6: {"trie", "trie-g0", "shared"},
+    7: {"trie", "trie-g0", "edges"},
     8: {"accepted", "path", "bonus", "trie-g0", "trie"},
     9: {"retained", "path", "bonus"},
 }
@@ -552,8 +558,9 @@ def round_figure_parts(rec: dict, token_texts: dict, title: str | None, depth_ca
     kept = [r for r in rows if r["kind"] != "discarded"]
     dropped = [r for r in rows if r["kind"] == "discarded"]
     a = int(rec.get("accepted", len(rec.get("accepted_nodes", [0])) - 1))
-    max_depth = max([r["start"] + len(r["tokens"]) - 1 for r in rows + strip] + [int(d) for d in rec["trie"]["depths"]]
-                    + [a + 1])
+    shown = strip + kept + (dropped if unfold else [])  # folded, a discarded block takes its native index only
+    max_depth = max([r["start"] + len(r["tokens"]) - 1 for r in shown] + [r["d"] for r in dropped]
+                    + [int(d) for d in rec["trie"]["depths"]] + [a + 1])
     xs = list(range(s, s + max_depth + 1))
     cell_px = position_px(len(xs) + 2, style.plot_px) - 3  # cells are 3 px apart
     drawn = strip + kept + ([] if not dropped else [None]) + (dropped if unfold else [])

@@ -95,9 +95,16 @@ def text_view(prompt: list[str], output: list[str], rounds: list[dict], selected
             break
         if k + n > lo:  # only the rounds shown are looked into
             sel = " sel" if selected_round == ri else ""
+            both = None
             for j, src in enumerate(token_sources(rec)):
                 if lo <= k + j < hi:
                     cls, label = source_style(src)
+                    if src.startswith("d"):  # every block whose path proposed it, not the first one alone
+                        both = records.node_sources(rec) if both is None else both
+                        acc = rec.get("accepted_nodes", [])
+                        others = [d for d in (both[int(acc[j + 1])] if j + 1 < len(acc) else []) if d != int(src[1:])]
+                        if others:
+                            label += " (also proposed by " + ", ".join(f"g({d})" for d in others) + ")"
                     parts.append(f"<span class='{cls}{sel}' data-r='{ri}' data-k='{k + j}' title='#{k + j} round "
                                  f"{ri} {label}'>{text_html(output[k + j] if k + j < len(output) else '')}</span>")
         k += n

@@ -10,11 +10,11 @@ from types import SimpleNamespace
 
 import gradio as gr
 
-from engine.options import MAX_TRIE_NODES, MODES, RULES, SHIFTED_WORDS
+from engine.options import DEFAULT_TREE_NODES, MAX_TRIE_NODES, MODES, RULES, SHIFTED_WORDS
 
 from . import plots, race, render, session, views
 from .callbacks import Callbacks
-from .examples import example_prompts
+from .examples import LESSON_DRAFTER, example_prompts
 from .page import JS_PLOT, JS_TIMELINE, JS_TOKEN_CLICK, PLOT_TEMPLATE
 
 # Shifted blocks drafted per round: every available offset (the paper), the cost model's budget for
@@ -41,10 +41,15 @@ def _controls(c: SimpleNamespace, trace_choices, loader) -> None:
         c.shifted = gr.Dropdown(SHIFTED_CHOICES, value="all", label="Shifted blocks", allow_custom_value=True,
                                 elem_id="rx-shifted", info="per round: all (paper), auto (cost budget) or at most N")
         c.nodes = gr.Dropdown(NODE_CHOICES, value="all", label="Trie nodes", allow_custom_value=True,
-                              elem_id="rx-nodes", info=f"verified per round: all (tree modes: 32), auto or at most N (≤ {MAX_TRIE_NODES})")
-    c.drafter = gr.Dropdown(list(loader.drafter_choices()), value=loader.default_drafter(), label="Drafter",
-                            elem_id="rx-drafter", info="DFlash and its variants (Domino, DSpark, Draft-OPD); "
-                            "each other drafter loads on its first run, over the same target")
+                              elem_id="rx-nodes", info=f"verified per round: all (tree modes: {DEFAULT_TREE_NODES}), auto or at most N (≤ {MAX_TRIE_NODES})")
+    choices = loader.drafter_choices()
+    lesson = next((name for name, where in choices.items() if where == str(LESSON_DRAFTER)), None)
+    c.drafter = gr.Dropdown(list(choices), value=lesson or loader.default_drafter(), label="Drafter",
+                            elem_id="rx-drafter", info=(f"{LESSON_DRAFTER.name} by default: of the shipped drafters "
+                            "it shows ReAnchor best (measured, docs/teaching.md); the DFlash drafter and the other "
+                            "variants are one click away here and load on their first run" if lesson else
+                            "DFlash and its variants (Domino, DSpark, Draft-OPD); each other drafter loads on its "
+                            "first run, over the same target"))
     with gr.Row():
         c.temperature = gr.Number(value=0.0, label="Temperature", elem_id="rx-temperature")
         c.seed = gr.Number(value=0, label="Seed", precision=0, elem_id="rx-seed")
@@ -90,10 +95,10 @@ def _inspector(c: SimpleNamespace, loader) -> None:
                                   min_width=100)
     c.slider = gr.Slider(0, 1, value=0, step=1, label="Round", elem_id="rx-slider")
     c.caption = gr.HTML("No rounds to show.", elem_id="rx-caption", js_on_load=None)
-    gr.HTML(render.FIGURE_LEGEND)
-    gr.HTML(render.GLOSSARY, elem_id="rx-glossary")
     c.round_plot = gr.HTML(plots.empty_figure("no round yet").to_json(), html_template=PLOT_TEMPLATE,
                            js_on_load=JS_PLOT, apply_default_css=False, elem_id="rx-round-plot")
+    gr.HTML(render.FIGURE_LEGEND)  # under the figure: the sentence and the figure share the screen
+    gr.HTML(render.GLOSSARY, elem_id="rx-glossary")
     c.timeline_plot = gr.HTML(plots.empty_figure("no run yet", 200).to_json(), html_template=PLOT_TEMPLATE,
                               js_on_load=JS_TIMELINE, apply_default_css=False, elem_id="rx-timeline")
     c.timer = gr.Timer(PLAY_INTERVAL_S, active=False)

@@ -421,6 +421,7 @@ def test_markup_in_config_reaches_compare_escaped(app, tmp_path):
     t = base_trace()
     t["config"].update(mode=EVIL, rule="<b>all</b>")
     del t["config"]["target"], t["config"]["drafter"]  # recorded on other tiny models: Compare runs this app's
+    t["config"]["max_new_tokens"] = len(t["output_ids"])  # the scripted model never stops: a run as long as this one
     p = tmp_path / "config-markup.json"
     p.write_text(json.dumps(t))
     c = Client(app.url, verbose=False)
@@ -527,6 +528,7 @@ def test_in_the_browser_scripts_show_and_markup_stays_text(app, tmp_path):
     t = base_trace()
     t["config"].update(mode=EVIL, rule="<b>all</b>")
     del t["config"]["target"], t["config"]["drafter"]  # recorded on other tiny models: Compare runs this app's
+    t["config"]["max_new_tokens"] = len(t["output_ids"])  # the scripted model never stops: a run as long as this one
     p = tmp_path / "config-markup.json"
     p.write_text(json.dumps(t))
     with playwright_api.sync_playwright() as pw:

@@ -151,3 +151,220 @@ def test_a_tree_grid_frames_only_cells_on_the_accepted_path(page, tmp_path):
         assert drawn == expected, (i, sorted(drawn ^ expected))
     OUTPUT.mkdir(exist_ok=True)
     page.screenshot(path=str(OUTPUT / "lesson-tree-frames.png"))
+
+
+# -- the step-through, the projector setting, the attachment table ---------------------------------------------
+
+# The round figure drawn now: each trace's part (meta) and whether it is drawn in full.
+JS_PARTS = """() => [...document.querySelector('#rx-round-plot .js-plotly-plot').data]
+    .map(t => [t.meta, t.opacity === undefined || t.opacity === 1])"""
+JS_PHASE = "() => document.querySelector('#rx-caption .rx-phase')?.textContent || ''"
+
+
+def show_example(pg, stem: str) -> int:
+    """Pick an example trace; the round it opens on, once the server's answer is in."""
+    from app import records
+
+    trace = json.loads((REPO / "assets" / "traces" / f"{stem}.json").read_text())
+    i = (records.most_instructive(trace["rounds"]) or (0, ""))[0]
+    pg.locator("#rx-example-trace input").click()
+    pg.get_by_role("option", name=stem).click()
+    pg.wait_for_function("n => (document.querySelector('#rx-example-trace input')?.value || '') === n", arg=stem,
+                         timeout=20000)
+    # this trace's numbers in the strip, and its opening round in the inspector (not the trace shown before)
+    wait_metrics(pg, f"rounds {len(trace['rounds'])}\\b", 20000)
+    pg.wait_for_function(JS_ROUND_SETTLED, arg=i, timeout=20000)
+    pg.wait_for_function("() => /most instructive/.test(document.querySelector('#rx-caption')?.innerText || '')",
+                         timeout=20000)
+    return i
+
+
+@pytest.mark.skipif(not EXAMPLES, reason="no example traces installed")
+def test_every_example_opens_on_a_real_shift_the_target_accepted(page):
+    """The opening round of each example trace has a shifted block whose own drafts the target accepted, attached
+    at a site other than its native index (math 16: g(1) and g(2) slid back by one)."""
+    from app import records
+
+    for path in EXAMPLES:
+        i = show_example(page, path.stem)
+        rec = json.loads(path.read_text())["rounds"][i]
+        moved = [(d, site, k) for d, site, k in records.shifted_acceptance(rec) if site != d]
+        assert moved, (path.name, i, records.shifted_acceptance(rec))
+        assert "real shift the target accepted" in page.inner_text("#rx-caption")
+
+
+@pytest.mark.skipif(not EXAMPLES, reason="no example traces installed")
+def test_attachment_table_numbers_are_the_counterfactuals(page):
+    """The table under the caption: per rule, the drafts its round accepts, as engine.analyses.counterfactual says;
+    the rule that ran marked; the table stays open while stepping rounds."""
+    from engine import analyses
+
+    path = next(p for p in EXAMPLES if p.stem.startswith("math")) if any(
+        p.stem.startswith("math") for p in EXAMPLES) else EXAMPLES[0]
+    i = show_example(page, path.stem)
+    trace = json.loads(path.read_text())
+    page.locator("#rx-att summary").click()
+    for k in (i, i + 1):
+        if k != i:
+            page.click("#rx-next")
+            page.wait_for_function(JS_ROUND_SETTLED, arg=k, timeout=20000)
+        if not trace["rounds"][k]["shifted"]:
+            continue
+        assert page.evaluate("() => document.querySelector('#rx-att').open"), "the table closed on a round switch"
+        heads = page.evaluate("() => [...document.querySelectorAll('#rx-att tr:first-child th')].map(e => e.innerText)")
+        got = page.evaluate("() => [...document.querySelectorAll('#rx-att tr.rx-att-acc td')].map(e => e.innerText)")
+        rules = [h.replace(" (ran)", "") for h in heads[4:]]
+        assert [h for h in heads if "(ran)" in h] == [f"{trace['config']['rule']} (ran)"]
+        want = [str(analyses.counterfactual(trace, trace["config"]["mode"], r)[k]["counterfactual"]) for r in rules]
+        assert [g.rstrip("+") for g in got] == want, (k, rules, got, want)
+
+
+def test_each_phase_changes_the_highlight_and_the_sentence(page):
+    """↓ steps the phases of the round in view (1-9), ↑ back, ← → still step rounds: each phase draws another part
+    in full and says another sentence built from the round's numbers."""
+    i = show_example(page, EXAMPLES[0].stem) if EXAMPLES else 1
+    page.locator("#rx-caption").click()
+    seen, parts = [], []
+    for k in range(1, 10):
+        page.keyboard.press("ArrowDown")
+        page.wait_for_function("k => (document.querySelector('#rx-caption .rx-phase')?.dataset.phase) === String(k)",
+                               arg=k, timeout=20000)
+        page.wait_for_function("k => document.querySelector('#rx-round-plot .js-plotly-plot')?.data"
+                               ".some(t => t.opacity !== undefined)", arg=k, timeout=20000)
+        seen.append(page.evaluate(JS_PHASE))
+        parts.append(sorted({m for m, full in page.evaluate(JS_PARTS) if full}))
+        if k in (1, 5, 8):
+            page.screenshot(path=str(OUTPUT / f"lesson-phase-{k}.png"))
+    assert len(set(seen)) == 9 and all(s.startswith(f"Step {k} of 9") for k, s in enumerate(seen, 1)), seen
+    assert all(parts[k] != parts[k - 1] for k in range(1, 9)), parts
+    assert re.search(r"\d", seen[0]) and str(i) in page.inner_text("#rx-caption")
+    page.keyboard.press("ArrowUp")
+    page.wait_for_function("() => (document.querySelector('#rx-caption .rx-phase')?.dataset.phase) === '8'",
+                           timeout=20000)
+    page.keyboard.press("ArrowRight")  # rounds still step, in the same phase
+    page.wait_for_function(JS_ROUND_SETTLED, arg=i + 1, timeout=20000)
+    assert page.evaluate(JS_PHASE).startswith("Step 8 of 9")
+    page.click("#rx-phase-off")
+    page.wait_for_function("() => !document.querySelector('#rx-caption .rx-phase')", timeout=20000)
+
+
+# Every label of the round figure (grid cells, row names, trie labels) and every mark (scatter points), as boxes.
+JS_BOXES = """() => {
+  const fig = document.querySelector('#rx-round-plot .js-plotly-plot');
+  const box = (e) => { const r = e.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; };
+  const labels = [...fig.querySelectorAll('.heatmaplayer text, .textpoint text, .ytick text')]
+    .filter(e => e.textContent.trim() && getComputedStyle(e).opacity !== '0')
+    .map(e => ({text: e.textContent, px: parseFloat(getComputedStyle(e).fontSize), box: box(e)}));
+  const marks = [...fig.querySelectorAll('.scatterlayer .points path.point')]
+    .map(e => ({trace: e.closest('.trace')?.__data__?.[0]?.trace?.name || '?', box: box(e)}));
+  return {labels, marks, top: fig.getBoundingClientRect().top};
+}"""
+
+
+def _overlap(a, b, slack: float = 0.5) -> bool:
+    return a[0] < b[2] - slack and b[0] < a[2] - slack and a[1] < b[3] - slack and b[1] < a[3] - slack
+
+
+@pytest.mark.skipif(not EXAMPLES, reason="no example traces installed")
+def test_projector_setting_labels_marks_fold_and_trie_above_the_fold(page):
+    """Projector on, at 1280x720: every label of the round figure is at least 14 px, no mark covers a label, the
+    discarded blocks sit in one row that opens on a click, and with the figure at the top of the screen the trie
+    is on it too."""
+    path = next((p for p in EXAMPLES if p.stem.startswith("math")), EXAMPLES[0])
+    show_example(page, path.stem)
+    page.check("#rx-projector input")
+    page.wait_for_function("() => document.querySelector('#rx-round-plot .js-plotly-plot')?._fullLayout.font.size"
+                           " === 14", timeout=20000)
+    got = page.evaluate(JS_BOXES)
+    small = [(l["text"], l["px"]) for l in got["labels"] if l["px"] < 14]
+    assert not small, small
+    covered = [(m["trace"], l["text"]) for m in got["marks"] for l in got["labels"] if _overlap(m["box"], l["box"])]
+    assert not covered, covered[:10]
+    ticks = page.evaluate("() => [...document.querySelectorAll('#rx-round-plot .ytick text')].map(e => e.textContent)")
+    fold = [t for t in ticks if t.startswith("✗ ")]
+    assert len(fold) == 1 and fold[0].endswith("▸"), ticks
+    # the trie above the fold: the figure's top at the screen's, the trie's first node on the screen
+    page.evaluate("() => document.querySelector('#rx-round-plot').scrollIntoView({block: 'start'})")
+    trie_top = page.evaluate("""() => Math.min(...[...document.querySelectorAll(
+        '#rx-round-plot .js-plotly-plot .subplot.x2y2 .scatterlayer path.point')]
+        .map(e => e.getBoundingClientRect().top))""")
+    assert trie_top < 720 - 20, trie_top
+    page.screenshot(path=str(OUTPUT / "lesson-projector.png"))
+    # the folded row opens on a click, and closes again
+    cell = page.evaluate("""() => { const gd = document.querySelector('#rx-round-plot .js-plotly-plot'),
+        l = gd._fullLayout, t = gd.data.find(t => t.meta === 'fold'), k = t.z[0].findIndex(v => v !== null);
+        const r = gd.querySelector('.nsewdrag').getBoundingClientRect();
+        return {x: l.xaxis.l2p(t.x0 + k) + l.xaxis._offset, y: l.yaxis.l2p(t.y[0]) + l.yaxis._offset}; }""")
+    page.mouse.click(page.evaluate("() => document.querySelector('#rx-round-plot .js-plotly-plot')"
+                                   ".getBoundingClientRect().left") + cell["x"],
+                     page.evaluate("() => document.querySelector('#rx-round-plot .js-plotly-plot')"
+                                   ".getBoundingClientRect().top") + cell["y"])
+    page.wait_for_function("() => [...document.querySelectorAll('#rx-round-plot .ytick text')]"
+                           ".some(e => e.textContent.endsWith('▾'))", timeout=20000)
+    ticks = page.evaluate("() => [...document.querySelectorAll('#rx-round-plot .ytick text')].map(e => e.textContent)")
+    assert sum(t.startswith("g(") and " ✗ " in t for t in ticks) >= 1, ticks
+    page.screenshot(path=str(OUTPUT / "lesson-projector-unfolded.png"))
+
+
+@pytest.mark.skipif(not EXAMPLES, reason="no example traces installed")
+def test_round_switch_times_with_the_lesson_views(page):
+    """Figures, not assertions (GUIDE: speed targets live in measurements): next / prev (drawn from the browser's
+    cache) and jumps (the slider's box: the server builds two rounds) in the projector setting at phase 5, in ms
+    from the click to the new round's figure. Written to test-output/lesson_timing.json."""
+    import statistics
+
+    from test_app_browser import JS_TIMED_NEXT
+
+    path = next((p for p in EXAMPLES if p.stem.startswith("math")), EXAMPLES[0])
+    show_example(page, path.stem)
+    go_to_round(page, 1)
+    steps = []
+    for i in range(2, 12):
+        page.wait_for_function("i => [...document.querySelectorAll('body > .rx-plot .gtitle')]"
+                               ".some(t => t.textContent.startsWith('round ' + i + ' '))", arg=i, timeout=20000)
+        steps.append(page.evaluate(JS_TIMED_NEXT, i))
+        page.wait_for_function(JS_ROUND_SETTLED, arg=i, timeout=20000)
+    jumps = []
+    for i in (25, 3, 18, 7, 28):
+        box = page.locator("#rx-slider input[type=number]")
+        box.fill(str(i))
+        t0 = page.evaluate("() => performance.now()")
+        box.press("Enter")
+        page.wait_for_function(JS_ROUND_SETTLED, arg=i, timeout=20000)
+        jumps.append(page.evaluate("() => performance.now()") - t0)
+    report = {"next_ms": [round(t, 1) for t in steps], "next_median_ms": round(statistics.median(steps), 1),
+              "jump_ms": [round(t, 1) for t in jumps], "jump_median_ms": round(statistics.median(jumps), 1)}
+    OUTPUT.mkdir(exist_ok=True)
+    (OUTPUT / "lesson_timing.json").write_text(json.dumps(report, indent=1))
+    print("round switches with the lesson views:", report)
+
+
+# The page position of a point of the round figure: (x, y) in data units of axes (xa, ya).
+JS_AT = """([xa, ya, x, y]) => { const gd = document.querySelector('#rx-round-plot .js-plotly-plot'),
+    l = gd._fullLayout, r = gd.getBoundingClientRect();
+    return {x: r.left + l[xa]._offset + l[xa].l2p(x), y: r.top + l[ya]._offset + l[ya].l2p(y)}; }"""
+JS_HOVER = "() => [...document.querySelectorAll('#rx-round-plot .hoverlayer .hovertext')].map(e => e.textContent)"
+
+
+@pytest.mark.skipif(not EXAMPLES, reason="no example traces installed")
+def test_hover_names_what_is_under_the_pointer(page):
+    """The bonus star's hover names the bonus (it showed the rejected draft under it), a g(1) cell's hover names g(1)
+    (it could show g(2)'s native-position text)."""
+    path = next((p for p in EXAMPLES if p.stem.startswith("math")), EXAMPLES[0])
+    show_example(page, path.stem)
+    page.evaluate("() => document.querySelector('#rx-round-plot').scrollIntoView({block: 'start'})")
+    fig = page.evaluate("""() => { const gd = document.querySelector('#rx-round-plot .js-plotly-plot');
+        const b = gd.data.find(t => t.meta === 'bonus'), rows = gd.data.filter(t => t.meta === 'shifted');
+        return {bonus: b && [b.x[0], b.y[0]], row: rows[0] && [rows[0].name, rows[0].x0,
+                rows[0].z[0].findIndex(v => v !== null), rows[0].y[0]]}; }""")
+    assert fig["bonus"] and fig["row"], fig
+    at = page.evaluate(JS_AT, ["xaxis2", "yaxis2", *fig["bonus"]])
+    page.mouse.move(at["x"], at["y"])
+    page.wait_for_function("() => document.querySelector('#rx-round-plot .hoverlayer .hovertext')", timeout=10000)
+    assert any(t.startswith("bonus: the target's own token") for t in page.evaluate(JS_HOVER)), page.evaluate(JS_HOVER)
+    name, x0, k, y = fig["row"]
+    at = page.evaluate(JS_AT, ["xaxis", "yaxis", x0 + k + 1, y])
+    page.mouse.move(at["x"], at["y"])
+    page.wait_for_function("n => [...document.querySelectorAll('#rx-round-plot .hoverlayer .hovertext')]"
+                           ".some(e => e.textContent.startsWith(n + ' · pos'))", arg=name, timeout=10000)
+    page.mouse.move(5, 5)
