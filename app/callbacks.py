@@ -389,7 +389,9 @@ class Callbacks:
             trace = session.load_trace_file(path)
         except ValueError as e:
             raise bad_input(str(e), "Bad trace") from None
-        return self._show_new(st, trace, path, "loaded trace")
+        finally:
+            session.drop_upload(path)
+        return self._show_new(st, trace, session.export_trace(trace), "loaded trace")
 
     @shows("Example trace")
     def on_example_trace(self, label, st):

@@ -162,6 +162,19 @@ def load_example(path: str) -> dict:
     return load_trace_file(path)
 
 
+def drop_upload(path) -> None:
+    """Delete an uploaded file once read (Gradio keeps uploads, session or not, until the server stops): the
+    session holds the trace, and its export file (export_trace), freed with it."""
+    from gradio.utils import get_upload_folder
+
+    if isinstance(path, str) and path:
+        p, root = Path(path).resolve(), Path(get_upload_folder()).resolve()
+        if p.is_relative_to(root) and p.is_file():
+            p.unlink(missing_ok=True)
+            if p.parent != root and not any(p.parent.iterdir()):
+                p.parent.rmdir()
+
+
 def export_trace(trace: dict) -> str:
     """Write the trace to a fresh temp file for the download button."""
     cfg = trace.get("config") or {}

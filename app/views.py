@@ -152,8 +152,7 @@ def run_settings(trace: dict | None) -> str:
     cfg = (trace or {}).get("config")
     if not isinstance(cfg, dict) or not cfg:
         return ""
-    mode, rule = (v if isinstance(v, str) and v in known else "unknown"
-                  for v, known in ((cfg.get("mode"), MODES), (cfg.get("rule"), RULES)))
+    mode, rule = known_word(cfg.get("mode"), MODES), known_word(cfg.get("rule"), RULES)
     parts = [mode if mode in UNSHIFTED_MODES else f"{mode} / {rule}"]  # no shifted blocks: no rule
     t = cfg.get("temperature")
     if isinstance(t, (int, float)) and not isinstance(t, bool):
@@ -232,9 +231,14 @@ VIEW_OUTPUTS = ("text_box", "metrics", "slider", "caption", "round_plot", "timel
                 "analysis_json", "hist_plot", "gain_plot", "example_trace", "tables") + COMPARE_OUTPUTS + ("token_no",)
 
 
+def known_word(v, words) -> str:
+    """A loaded trace's mode or rule as shown: one of the engine's words, else "unknown" (it may say anything)."""
+    return v if isinstance(v, str) and v in words else "unknown"
+
+
 def run_name(trace: dict) -> str:
     cfg = trace.get("config") or {}
-    return f"{cfg.get('mode', '?')} / {cfg.get('rule', '?')}"
+    return f"{known_word(cfg.get('mode'), MODES)} / {known_word(cfg.get('rule'), RULES)}"
 
 
 def compare_views(state: dict):
@@ -244,8 +248,10 @@ def compare_views(state: dict):
     a, b = state.get("trace"), state.get("compare")
     an, bn = run_name(a or {}), run_name(b or {})
     b_cfg, a_cfg = (b or {}).get("config") or {}, (a or {}).get("config") or {}
-    a_cf, a_sum = analysis.counterfactual(a, b_cfg.get("mode"), b_cfg.get("rule"), f"comparison's {bn}")
-    b_cf, b_sum = analysis.counterfactual(b, a_cfg.get("mode"), a_cfg.get("rule"), f"this run's {an}")
+    a_cf, a_sum = analysis.counterfactual(a, known_word(b_cfg.get("mode"), MODES), known_word(b_cfg.get("rule"), RULES),
+                                          f"comparison's {bn}")
+    b_cf, b_sum = analysis.counterfactual(b, known_word(a_cfg.get("mode"), MODES), known_word(a_cfg.get("rule"), RULES),
+                                          f"this run's {an}")
     b_tl, a_tl = timeline(b, f"comparison: {bn}", narrow=True), timeline(a, f"this run: {an}", narrow=True)
     plots.share_axes([a_tl, b_tl])
     plots.share_axes([a_cf, b_cf])

@@ -62,8 +62,9 @@ def run_label(mode: str, rule: str = DEFAULT_RULE, acceptance: str = ACCEPTANCE[
 CALIBRATIONS = ("online", "fixed")
 MAX_NEW_TOKENS = 16384
 # One bound on the work a single request may cause, sized on the hardware this runs on (2 CPU cores): a
-# verify call of MAX_TRIE_NODES nodes of the embedded target takes ~2 s there and its tree mask a few MB
-# (a million nodes asked for a 1 TB mask; 8,192 took minutes a round). Blocks of B tokens are capped so
+# round of MAX_TRIE_NODES nodes of the embedded target took 39-49 s there under a load of ~15 (256 nodes:
+# 17-39 s), its tree mask a few MB (a million nodes asked for a 1 TB mask; 8,192 took minutes a round), and
+# Stop cuts a round at its next model layer (engine/decode/interrupt.py). Blocks of B tokens are capped so
 # that the drafted rounds stay within it: B blocks of B tokens fill at most MAX_BLOCK_SIZE**2 nodes, and a
 # chain trie is cut at MAX_TRIE_NODES whatever they fill. Every front end (CLI, bench, API, the app's
 # menus) refuses more, naming the field (tests/test_limits.py).
