@@ -23,7 +23,7 @@ import json
 import pytest
 
 from app import analysis, callbacks, plots, records, render, session, tokentext, views
-from app_fixtures import all_real_traces, real_trace, tiny_engine
+from app_fixtures import all_real_traces, real_rounds, real_trace, tiny_engine
 
 SKIP = {"__type__": "update"}  # gr.skip()
 
@@ -34,9 +34,8 @@ def traces():
 
 
 def _figures(traces):
-    for t in traces:
-        for r in t["rounds"]:
-            yield t, r, plots.round_figure_parts(r, t["token_texts"], None, records.depth_cap(t, r))
+    for t, r in real_rounds(traces):
+        yield t, r, plots.round_figure_parts(r, t["token_texts"], None, records.depth_cap(t, r))
 
 
 def _is_open(symbol) -> bool:
