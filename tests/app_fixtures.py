@@ -94,6 +94,11 @@ def all_real_traces() -> list[dict]:
     return out
 
 
+def real_rounds(traces: list[dict]):
+    """(trace, round) for every round of `traces`."""
+    return ((t, r) for t in traces for r in t["rounds"])
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -213,10 +213,8 @@ def test_run_stream_inspect_in_browser(app, browser):
     w.wait_round(2, timeout=30000)
     pg.click("#rx-play")
     pg.wait_for_function("() => document.querySelector('#rx-play')?.innerText.includes('play')", timeout=20000)
-    time.sleep(2 * 0.8 + 0.5)
-    held = w.caption()
-    time.sleep(2 * 0.8)
-    assert w.caption() == held, "pause should stop the player"
+    held = int(re.search(r"Round (\d+) ", w.caption()).group(1))
+    w.wait_round(held)   # the pause answered and the round settled (no tick moves it after: test_pause_stops_the_player)
 
     # "next" draws the prefetched round from the browser's cache, then the server's answer agrees
     pg.click("#rx-first")

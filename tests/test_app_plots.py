@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from app import plots, records, render
-from app_fixtures import REPO, XSS_TOKENS, all_real_traces
+from app_fixtures import REPO, XSS_TOKENS, all_real_traces, real_rounds
 from engine.options import MODES
 from engine.trace import token_sources
 
@@ -26,10 +26,7 @@ def traces():
     return all_real_traces()
 
 
-def _rounds(traces):
-    for t in traces:
-        for r in t["rounds"]:
-            yield t, r
+_rounds = real_rounds
 
 
 def _strings(obj):

@@ -23,7 +23,7 @@ import json
 import pytest
 
 from app import analysis, callbacks, plots, records, render, session, tokentext, views
-from app_fixtures import all_real_traces, real_trace, tiny_engine
+from app_fixtures import all_real_traces, real_rounds, real_trace, tiny_engine
 
 SKIP = {"__type__": "update"}  # gr.skip()
 
@@ -34,9 +34,8 @@ def traces():
 
 
 def _figures(traces):
-    for t in traces:
-        for r in t["rounds"]:
-            yield t, r, plots.round_figure_parts(r, t["token_texts"], None, records.depth_cap(t, r))
+    for t, r in real_rounds(traces):
+        yield t, r, plots.round_figure_parts(r, t["token_texts"], None, records.depth_cap(t, r))
 
 
 def _is_open(symbol) -> bool:
@@ -199,6 +198,22 @@ def test_a_run_after_play_shows_its_own_rounds():
     _run(cb, st, max_new=8)
     timer = cb.on_tick(st)[-2]
     assert not st["playing"] and timer.active is False
+
+
+def test_pause_stops_the_player():
+    """▶ play, a tick steps a round; ⏸ pause turns the timer off, and a tick still in flight moves nothing (the
+    browser test awaits the pause's answer; this is what makes the page hold its round after it)."""
+    cb = callbacks.Callbacks(_Loader(None), [], session.Sessions())
+    st = session.new_state()
+    st.update(trace=real_trace("qwen3", "reanchor", "earliest", "ab. ab. ab.", 24, 0, 1.0), view=0)
+    timer, button, _ = cb.on_play(st)
+    assert timer.active is True and "pause" in button["value"]
+    cb.on_tick(st)
+    assert st["view"] == 1
+    timer, button, _ = cb.on_play(st)
+    assert timer.active is False and "play" in button["value"]
+    out = cb.on_tick(st)
+    assert st["view"] == 1 and out[-2].active is False and all(o == SKIP for o in out[:-2])
 
 
 def _frames(fig: dict) -> list[dict]:
