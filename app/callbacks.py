@@ -26,14 +26,9 @@ TIMELINE_ROUNDS = 200       # (a timeline of n bars costs the page O(n) per draw
 STREAM_TAIL = 300           # generated tokens shown while a run streams; the whole text once it ends
 CURVE_NODES = (4, 8, 16, 32, 64)   # the budget curve's node budgets (anchor included)
 CURVE_TOKENS = 64           # new tokens per point of the budget curve (11 runs)
-# What goto returns (app.ui wires them): slider, caption, round figure, follow, and the text view (skipped
-# unless a windowed view must follow the round: views.text_follow)
-NAV_OUTPUTS = 5
-
-
-def _pad(out: tuple) -> tuple:
-    """A streamed update of the view's outputs (app.views.VIEW_OUTPUTS, after the state): the rest skipped."""
-    return (*out, *[gr.skip()] * (1 + len(views.VIEW_OUTPUTS) - len(out)))
+# What goto returns (views.NAV_OUTPUTS, as app.ui wires them): slider, caption, round figure, follow, and the text
+# view (skipped unless a windowed view must follow the round: views.text_follow)
+NAV_OUTPUTS = len(views.NAV_OUTPUTS)
 
 
 def _state(st) -> dict:
@@ -97,12 +92,12 @@ class Callbacks:
         new = session.State(st)
         new.update(trace=trace, trace_file=trace_file, example=bool(example), example_label=example, freed=None,
                    keyed=None, compare=None)
-        _, *out = views.show_trace(new, None, status)
+        out = views.show_trace(new, None, status)
         st.update(new)
         self.sessions.touch(st)
         if had:
             session.give_back_memory()
-        return (st, *out)
+        return views.ordered({**out, "state": st})
 
     # -- page load and status ---------------------------------------------------------------------
     @shows("Example trace")
@@ -114,7 +109,7 @@ class Callbacks:
                           example=True, example_label=self.trace_choices[0][0])
             except ValueError as e:
                 log.warning("example trace: %s", e)
-        return views.show_trace(st, None, "example trace" if st.get("trace") else "")
+        return views.ordered(views.show_trace(st, None, "example trace" if st.get("trace") else ""))
 
     def on_unload(self, request: gr.Request):
         """The tab closed: Gradio would keep the session's state for an hour, and its last outputs (for deep
@@ -179,9 +174,9 @@ class Callbacks:
         if now - clock["tl"] >= TIMELINE_INTERVAL_S * max(1.0, i / TIMELINE_ROUNDS) or i == 0:
             tl_out, clock["tl"] = views.timeline_json(live, st.get("view")), now
         status = "stopping at the next round…" if st.get("stopping") else f"running… round {i}"
-        return _pad((st, views.text(live, tail=STREAM_TAIL), views.metrics(st, status),
-                     views.slider(live, at), cap_out, fig_out, tl_out,
-                     gr.update(interactive=False)))
+        return views.ordered({"state": st, "text_box": views.text(live, tail=STREAM_TAIL),
+                              "metrics": views.metrics(st, status), "slider": views.slider(live, at), "caption": cap_out,
+                              "round_plot": fig_out, "timeline_plot": tl_out, "export_btn": gr.update(interactive=False)})
 
     @shows("Run")
     def on_run(self, prompt_v, mode_v, rule_v, temp_v, seed_v, max_v, shifted_v, nodes_v, drafter_v, st):
@@ -194,12 +189,13 @@ class Callbacks:
         # the finished run opens on its most instructive round. A playback of the old trace stops (its ticks would
         # walk the new run's rounds).
         st.update(view_in_run=False, view_zero=False, playing=False)
-        skip, live = gr.skip(), None
+        live = None
         clock = {"text": 0.0, "fig": 0.0, "tl": 0.0}
         log.info("run started: %s", config)
-        yield _pad((st, skip, render.metrics_view(None, status="running… (prefill)"), skip, skip, skip, skip,
-                    gr.update(interactive=False), skip, skip, skip, gr.update(value=None), "",
-                    *views.compare_reset(st), gr.update(value=None)))  # token_no: a number in the old text
+        yield views.ordered({"state": st, "metrics": render.metrics_view(None, status="running… (prefill)"),
+                             "export_btn": gr.update(interactive=False), "example_trace": gr.update(value=None),
+                             "tables": "", **dict(zip(views.COMPARE_OUTPUTS, views.compare_reset(st))),
+                             "token_no": gr.update(value=None)})  # token_no: a number in the old text
         try:
             for live, rec in stream_run(engine, run, ids, config):
                 st.update(trace=live, trace_file=None, example=False, freed=None)
@@ -221,8 +217,8 @@ class Callbacks:
         st.update(trace=trace, trace_file=session.export_trace(trace), example=False, freed=None)
         self.sessions.touch(st)
         status = end_status(run)
-        yield views.show_trace(st, st.get("view", 0) if st.get("view_in_run") and not st.get("follow") else None,
-                               status, new_text=False)
+        yield views.ordered(views.show_trace(
+            st, st.get("view", 0) if st.get("view_in_run") and not st.get("follow") else None, status, new_text=False))
 
     def on_stop(self, st):
         """Ends this session's run at the next round boundary; the run's own updates report it."""

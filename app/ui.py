@@ -179,7 +179,7 @@ def layout(loader, trace_choices, sessions: session.Sessions) -> SimpleNamespace
 # ---------------------------------------------------------------- wiring
 
 def _wire_navigation(c: SimpleNamespace, cb: Callbacks) -> None:
-    nav = [c.slider, c.caption, c.round_plot, c.follow, c.text_box]  # callbacks.NAV_OUTPUTS
+    nav = [getattr(c, name) for name in views.NAV_OUTPUTS]
     fast = dict(show_progress="hidden", queue=False)  # reads the session's trace only
     c.first_btn.click(lambda st: cb.goto(st, 0), [c.state], nav, api_name="first_round", **fast)
     c.prev_btn.click(lambda st: cb.step(st, -1), [c.state], nav, api_name="prev_round", **fast)

@@ -193,7 +193,8 @@ def timeline_json(trace: dict | None, view: int | None = None) -> str:
 
 
 def show_trace(state: dict, i: int | None = None, status: str = "", new_text: bool = True):
-    """Everything that depends on the shown trace: text, metrics, slider, caption, figures, analyses, the
+    """Everything that depends on the shown trace, by component name (`ordered` puts them in wiring order): the
+    state, text, metrics, slider, caption, figures, analyses, the
     example-trace box (its label, or empty for a run or a loaded trace), the Compare panel (emptied
     when the comparison it showed is gone) and "Go to round of token #" (emptied, unless `new_text` is False:
     a finished run's trace, whose token numbers are those of the text it streamed). i=None: the most
@@ -205,11 +206,20 @@ def show_trace(state: dict, i: int | None = None, status: str = "", new_text: bo
     state["view"] = i
     res, h, g = analyses(trace)
     tables = analysis.paper_tables(trace, "current run") if trace and trace.get("rounds") else ""
-    return (state, text_shown(state, i), metrics(state, status), slider(trace, i), caption, fig,
-            timeline_json(trace, i),
-            gr.update(value=state.get("trace_file"), interactive=bool(state.get("trace_file"))), res, h, g,
-            gr.update(value=state.get("example_label") if state.get("example") else None), tables,
-            *compare_reset(state), gr.update(value=None) if new_text else gr.skip())
+    return {"state": state, "text_box": text_shown(state, i), "metrics": metrics(state, status),
+            "slider": slider(trace, i), "caption": caption, "round_plot": fig, "timeline_plot": timeline_json(trace, i),
+            "export_btn": gr.update(value=state.get("trace_file"), interactive=bool(state.get("trace_file"))),
+            "analysis_json": res, "hist_plot": h, "gain_plot": g,
+            "example_trace": gr.update(value=state.get("example_label") if state.get("example") else None),
+            "tables": tables, **dict(zip(COMPARE_OUTPUTS, compare_reset(state))),
+            "token_no": gr.update(value=None) if new_text else gr.skip()}
+
+
+def ordered(views: dict, names: tuple[str, ...] | None = None) -> tuple:
+    """Views by name as the values of the components `names` (default: the state, then VIEW_OUTPUTS) in order, as
+    app.ui wires them; a name not given is skipped (the component keeps its value)."""
+    names = ("state",) + VIEW_OUTPUTS if names is None else names
+    return tuple(views.get(n, gr.skip()) for n in names)
 
 
 def compare_reset(state: dict) -> tuple:
@@ -226,9 +236,11 @@ def compare_reset(state: dict) -> tuple:
 # The Compare panel's components, in the order compare_views and compare_reset return them (app.ui).
 COMPARE_OUTPUTS = ("cmp_metrics", "cmp_timeline", "cmp_a_metrics", "cmp_a_timeline", "cmp_a_cf", "cmp_b_cf",
                    "cmp_json", "cmp_table")
-# What show_trace returns after the state, by component name (app.ui wires them in this order).
+# The components show_trace's views go to, after the state, in the order app.ui wires them (views.ordered).
 VIEW_OUTPUTS = ("text_box", "metrics", "slider", "caption", "round_plot", "timeline_plot", "export_btn",
                 "analysis_json", "hist_plot", "gain_plot", "example_trace", "tables") + COMPARE_OUTPUTS + ("token_no",)
+# What a round switch shows (Callbacks.goto), in the order app.ui wires them.
+NAV_OUTPUTS = ("slider", "caption", "round_plot", "follow", "text_box")
 
 
 def known_word(v, words) -> str:

@@ -125,7 +125,7 @@ def test_optional_fields_are_tolerated():
     validate_trace(parse_trace(json.dumps(t).encode()))
     st = session.new_state()
     st["trace"] = t
-    assert "loaded" in views.show_trace(st, 0, "loaded")[2]
+    assert "loaded" in views.show_trace(st, 0, "loaded")["metrics"]
 
 
 def largest_round_trace() -> dict:
@@ -162,8 +162,9 @@ def test_the_largest_valid_round_shows_and_its_replay_is_bounded(monkeypatch):
     st = session.new_state()
     st["trace"], st["compare"] = t, t
     out = views.show_trace(st, 0, "loaded trace")
-    fig = json.loads(out[5])["fig"]
-    assert len(fig["data"][0]["x"]) <= 2 * 128
+    fig = json.loads(out["round_plot"])["fig"]
+    span = fig["layout"]["xaxis2"]["range"]
+    assert span[1] - span[0] <= 2 * 128 + 3
     monkeypatch.setattr(analysis, "REPLAY_WORK", 10_000)
     totals = views.compare_views(st)[6]
     assert all("path tokens, over the 10,000 this page replays" in v["unavailable"] for v in totals.values())
@@ -207,7 +208,7 @@ def _show_everything(t: dict) -> list[str]:
     out = views.show_trace(st, 0, "loaded trace")
     payloads = [views.round_outputs(st, i)[2] for i in range(len(t["rounds"]))]
     cmp = views.compare_views(st)
-    return [out[1], out[2], *payloads, cmp[4].to_json(), cmp[5].to_json(), out[6]]
+    return [out["text_box"], out["metrics"], *payloads, cmp[4].to_json(), cmp[5].to_json(), out["timeline_plot"]]
 
 
 def short_trace(t: dict, n: int) -> dict:
@@ -242,8 +243,8 @@ def test_random_mutations_end_in_a_message_or_a_bounded_view():
         for s in _show_everything(t):
             assert len(s) < 400_000
         for r in t["rounds"]:
-            grid = plots.round_figure(r, t["token_texts"]).data[0]
-            assert len(grid.x) <= 2 * r["block_size"]
+            grid = plots.round_figure(r, t["token_texts"]).data[0]  # g(0)'s row: as wide as the axis
+            assert len(grid.z[0]) <= 2 * r["block_size"]
     assert refused > 100 and shown > 10, (refused, shown)
 
 

@@ -175,7 +175,7 @@ def test_a_live_trace_loaded_shows_its_rounds_stats():
     t.update(complete=False, elapsed_s=2.0)
     st = session.new_state()
     st["trace"] = parse_trace(json.dumps(t).encode())
-    assert "rounds <b>3</b>" in views.show_trace(st, 0, "loaded trace")[2]
+    assert "rounds <b>3</b>" in views.show_trace(st, 0, "loaded trace")["metrics"]
 
 
 def test_a_failed_show_leaves_the_session_as_it_was():
@@ -227,7 +227,7 @@ def test_the_text_view_of_a_dense_trace_is_a_window_that_follows_the_round():
     t = validate_trace(chain_trace(300, L=32))
     st = session.new_state()
     st["trace"] = t
-    html = views.show_trace(st, 150, "loaded trace")[1]
+    html = views.show_trace(st, 150, "loaded trace")["text_box"]
     ks = [int(k) for k in re.findall(r"data-k='(\d+)'", html)]
     assert len(ks) == views.TEXT_TOKENS and ks == list(range(ks[0], ks[0] + len(ks)))
     mine = [int(k) for k in re.findall(r"data-r='150' data-k='(\d+)'", html)]
@@ -241,7 +241,7 @@ def test_the_text_view_of_a_dense_trace_is_a_window_that_follows_the_round():
     # a short trace keeps its whole text, with no note
     st2 = session.new_state()
     st2["trace"] = validate_trace(chain_trace(3))
-    short = views.show_trace(st2, 0, "loaded trace")[1]
+    short = views.show_trace(st2, 0, "loaded trace")["text_box"]
     assert short.count("data-k=") == 25 and "earlier tokens" not in short
 
 

@@ -47,7 +47,7 @@ def go_to_round(pg, i: int) -> None:
     box = pg.locator("#rx-slider input[type=number]")
     box.fill(str(i))
     box.press("Enter")
-    pg.wait_for_function(JS_ROUND_SETTLED, arg=i, timeout=20000)
+    pg.wait_for_function(JS_ROUND_SETTLED, arg=i, timeout=60000)
 
 
 def load_trace(pg, trace: dict, path) -> None:

@@ -244,7 +244,7 @@ def test_the_timeline_frames_the_round_in_view(traces):
     st = session.new_state()
     st["trace"] = t
     out = views.show_trace(st, 2)
-    assert [f["x0"] for f in _frames(json.loads(out[1 + views.VIEW_OUTPUTS.index("timeline_plot")]))] == [1.5, 1.5]
+    assert [f["x0"] for f in _frames(json.loads(out["timeline_plot"]))] == [1.5, 1.5]
     assert not _frames(json.loads(views.timeline(t, "this run", narrow=True).to_json()))
 
 
