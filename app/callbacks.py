@@ -211,7 +211,7 @@ class Callbacks:
             st["run"], st["stopping"] = None, False
             log.info("run ended after %d rounds", len(live["rounds"]) if live else 0)
         if not run.output_ids:  # stopped in the prefill: the trace shown stays
-            yield views.show_trace(st, None, f"{end_status(run)} before the first token", new_text=False)
+            yield views.ordered(views.show_trace(st, None, f"{end_status(run)} before the first token", new_text=False))
             return
         trace = run.trace()
         st.update(trace=trace, trace_file=session.export_trace(trace), example=False, freed=None)
