@@ -81,7 +81,7 @@ MODES = [("ar", "earliest"), ("dflash", "earliest"), ("shifted-fixed", "fixed"),
 
 
 def law_case(m, mode: str, rule: str, prompt: str = "ab c", trials: int = TRIALS):
-    """The chi-square law check of one mode and rule (tests/gpu_check.py runs it on a GPU too)."""
+    """The chi-square law check of one mode and rule (engine/gpu/gpu_check.py runs it on a GPU too)."""
     eng = Engine(m)
     ids = eng.encode_prompt(prompt)
     nodes = "auto" if rule == "auto-nodes" else None  # the budget cuts the trie by the drafted tokens

@@ -241,7 +241,7 @@ def _overlap(a, b) -> bool:
 
 @pytest.mark.skipif(not EXAMPLES, reason="no example traces installed")
 def test_projector_1024_labels_titles_settings_and_a_run_after_play(app, browser):
-    """At 1024x768 (tests/test_app_projector.py has the pure checks): grid and trie labels never run into their
+    """At 1024x768 (tests/test_app_round_views.py has the pure checks): grid and trie labels never run into their
     neighbours; the Analyses titles end inside their figures; the metrics name what the trace shown was run
     with; and a Run after "▶ play" keeps "follow live" and opens on its own most instructive round (it stayed on
     the played trace's round, clamped)."""

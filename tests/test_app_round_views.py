@@ -1,5 +1,5 @@
 """The app as a teacher shows it on a projector (1024x768) and as a person debugging attachment choices uses it:
-defects a user saw, each with a test that failed before its fix (no browser here; tests/test_app_teaching.py
+defects a user saw, each with a test that failed before its fix (no browser here; tests/test_app_round_inspector.py
 looks at the same in Chromium).
 
 - the accepted cells' frames were drawn orange (Plotly's colorway) where the legend says green;
@@ -83,7 +83,7 @@ def test_grid_and_trie_labels_fit_a_1024_px_page(traces):
     """Labels one position apart fit the plot area of a 1024 px page over the figure's x span (its positions and
     the axis's 2.2 more), by their width in 9 px text (app.tokentext.char_px: DejaVu Sans, measured in Chromium),
     and short words show whole: before, grid cells took 7 characters whatever the span, and ran into each other
-    (tests/test_app_teaching.py measures the overlaps in Chromium)."""
+    (tests/test_app_round_inspector.py measures the overlaps in Chromium)."""
     examples = [session.load_example(path) for _, path in session.example_traces()]  # 16-token blocks, real words
     if not examples:
         pytest.skip("no example traces installed (the tiny models' blocks are too short to crowd a figure)")

@@ -5,8 +5,8 @@
 3. timing on the embedded target: ar vs dflash vs reanchor (tau, tokens/s, ratios measured in one
    run), at T=0 and at T=1 with both acceptance rules.
 
-    python tests/gpu_check.py [--drafter DIR] [--prompts N] [--out FILE]
-    python tests/gpu_check.py --device cpu --pairs 1 --trials 150 --skip-timing   # the CPU smoke run
+    python engine/gpu/gpu_check.py [--drafter DIR] [--prompts N] [--out FILE]
+    python engine/gpu/gpu_check.py --device cpu --pairs 1 --trials 150 --skip-timing   # the CPU smoke run
 """
 import argparse
 import json
@@ -16,7 +16,8 @@ from pathlib import Path
 
 import torch
 
-sys.path[:0] = [str(Path(__file__).resolve().parent.parent), str(Path(__file__).resolve().parent)]
+ROOT = Path(__file__).resolve().parents[2]   # the repository; its tests/ hold the tiny models and checks reused here
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 from engine.decode import DecodeConfig, Engine  # noqa: E402
 from test_lossless import PROMPTS, configs, greedy_reference  # noqa: E402
 from tiny import tiny_models  # noqa: E402
