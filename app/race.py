@@ -44,8 +44,6 @@ DEMO_PROMPT = dict(WRITTEN)["code: Fibonacci"]
 # a GPU), so the fixed 32-node trees win; above it (compute-bound, a CPU) each node costs, and the auto budget
 # sizes each round's tree to what pays on this machine.
 FLAT_VERIFY = 1.6
-# the lanes in view when a race starts (the controls above them are a screen high at 1280x720)
-SCROLL_TO_RACE = "document.querySelector('#rx-race-status')?.scrollIntoView({block: 'start', behavior: 'smooth'})"
 NOTE = ("Lanes ran one after another on this machine and are replayed side by side on one clock from their "
         "recorded round times (measured time), or on target forward passes (hardware-free).")
 
@@ -230,7 +228,6 @@ def wire(c: SimpleNamespace, race: Race, view_out: list) -> None:
     model = dict(concurrency_limit=1, concurrency_id="model", show_progress="minimal", preprocess=False)
     c.race_btn.click(race.on_race, [c.race_prompt, c.race_lanes, c.race_max_new, c.race_repeatable, c.state],
                      [c.race_view, c.race_status, c.race_export], api_name="race", **model)
-    c.race_btn.click(None, js=f"() => {{ {SCROLL_TO_RACE}; }}")
     c.race_stop_btn.click(race.on_stop, [c.state], None, queue=False, show_progress="hidden", api_name="race_stop")
     preset_out = [c.race_prompt, c.race_lanes, c.race_max_new, c.race_repeatable, c.race_preset_note]
     c.race_preset_btn.click(race.preset, None, preset_out, queue=False, api_name="race_preset")

@@ -63,11 +63,11 @@ def _picks(eng: Engine, prof: cost.Profile, calibration: str) -> tuple[list, cos
 
 
 def test_fixed_calibration_decides_from_the_profile_alone():
-    """A profile 100x off this machine's real times: online calibration rescales it by the rounds' measured
+    """A profile 1000x off this machine's real times: online calibration rescales it by the rounds' measured
     times (run to run, with the machine's load); fixed keeps the profile's costs, so the same prompt takes the
     same rounds every run."""
     eng = _engine(3)
-    prof = cost.Profile(eng.block_size, [1, 16], [100.0, 400.0], [1, 128], [100.0, 3000.0])
+    prof = cost.Profile(eng.block_size, [1, 16], [1e5, 4e5], [1, 128], [1e5, 3e6])  # minutes a call: far off any load
     first, budget = _picks(eng, prof, "fixed")
     assert (budget.stats.draft_scale, budget.stats.verify_scale, budget.stats.overhead_ms) == (1.0, 1.0, 0.0)
     again, _ = _picks(eng, prof, "fixed")
