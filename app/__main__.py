@@ -67,6 +67,7 @@ def launch(args: argparse.Namespace, block: bool = True):
     if args.run_seconds is not None:
         session.RUN_SECONDS = args.run_seconds
     demo = build_ui(loader, sessions_from_args(args))
+    session.start_upload_sweeper(demo.upload_file_set)
     demo.queue(max_size=args.queue_size, default_concurrency_limit=8)
     demo.launch(server_name=args.host, server_port=args.port, share=False, inbrowser=False, show_error=False,
                 ssr_mode=False, max_file_size="20mb", theme=theme(), css=CSS, head=HEAD, footer_links=[],

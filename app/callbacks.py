@@ -338,8 +338,8 @@ class Callbacks:
             trace = session.load_trace_file(path)
         except ValueError as e:
             raise bad_input(str(e), "Bad trace") from None
-        finally:
-            session.drop_upload(path)
+        # the session's own copy, freed with it: the upload itself is Gradio's (shared by identical uploads)
+        # and swept after UPLOAD_MAX_AGE_S (session.sweep_uploads)
         return self._show_new(st, trace, session.export_trace(trace), "loaded trace")
 
     @shows("Example trace")

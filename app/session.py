@@ -162,17 +162,42 @@ def load_example(path: str) -> dict:
     return load_trace_file(path)
 
 
-def drop_upload(path) -> None:
-    """Delete an uploaded file once read (Gradio keeps uploads, session or not, until the server stops): the
-    session holds the trace, and its export file (export_trace), freed with it."""
-    from gradio.utils import get_upload_folder
+UPLOAD_MAX_AGE_S = 600  # uploads are read at once; Gradio keeps them (session or not) until the server stops
 
-    if isinstance(path, str) and path:
-        p, root = Path(path).resolve(), Path(get_upload_folder()).resolve()
-        if p.is_relative_to(root) and p.is_file():
-            p.unlink(missing_ok=True)
-            if p.parent != root and not any(p.parent.iterdir()):
-                p.parent.rmdir()
+
+def sweep_uploads(uploads: set, max_age_s: float = UPLOAD_MAX_AGE_S) -> int:
+    """Delete Gradio's uploaded files (its Blocks.upload_file_set) older than max_age_s, and their emptied
+    folders: 10 x 2 MB uploads needing no session stayed until the server stopped. Returns how many went.
+    Deleting by age, not on reading: identical uploads share one file, which another session may read next."""
+    now, gone = time.time(), 0
+    for path in list(uploads):
+        p = Path(path)
+        try:
+            if now - p.stat().st_mtime < max_age_s:
+                continue
+            p.unlink()
+            gone += 1
+        except FileNotFoundError:
+            pass
+        except OSError as e:
+            log.warning("upload sweep: %s", e)
+            continue
+        uploads.discard(path)
+        try:
+            p.parent.rmdir()  # Gradio's per-upload folder, once empty
+        except OSError:
+            pass
+    return gone
+
+
+def start_upload_sweeper(uploads: set, every_s: float = 60.0) -> None:
+    """sweep_uploads every `every_s` seconds, for the server's life (python -m app starts it)."""
+    def loop():
+        while True:
+            time.sleep(every_s)
+            sweep_uploads(uploads)
+
+    threading.Thread(target=loop, name="upload-sweeper", daemon=True).start()
 
 
 def export_trace(trace: dict) -> str:

@@ -28,7 +28,7 @@ def main(argv: list[str]) -> None:
     cycles = 2
     tmp = Path(tempfile.mkdtemp(prefix="memcycle-"))
     big = tmp / "big.json"
-    big.write_text(json.dumps(tiled_trace(real_trace(), 1000)))
+    big.write_text(json.dumps(tiled_trace(real_trace(), 600)))
     example = sorted((REPO / "assets" / "traces").glob("*.json"))[0]
     app = AppProcess(argv, tmp / "app.log")
     peak = [0.0]

@@ -1,11 +1,9 @@
 """app.views and the page's small inputs under untrusted values: Compare names a loaded trace's unknown mode and
 rule "unknown"; the text view of pieces that escape long ("<") stays about 1 MB; the Example prompts' index is
-checked, naming the control; an uploaded trace file is deleted once read (the session holds its own export)."""
+checked, naming the control; old uploads are swept (the session holds its own export)."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
-
 import pytest
 
 gr = pytest.importorskip("gradio")
@@ -44,14 +42,18 @@ def test_example_prompt_index_is_checked():
             example_prompt(examples, bad)
 
 
-def test_an_upload_is_deleted_once_read(tmp_path, monkeypatch):
-    monkeypatch.setenv("GRADIO_TEMP_DIR", str(tmp_path / "uploads"))
-    up = tmp_path / "uploads" / "abc123" / "t.json"
-    up.parent.mkdir(parents=True)
-    up.write_text("{}")
-    elsewhere = tmp_path / "mine.json"
-    elsewhere.write_text("{}")
-    session.drop_upload(str(elsewhere))  # only Gradio's uploads
-    session.drop_upload(str(up))
-    assert elsewhere.exists() and not up.exists() and not up.parent.exists()
-    assert Path(tmp_path / "uploads").is_dir()
+def test_old_uploads_are_swept(tmp_path):
+    """Uploads needing no session stayed until the server stopped; now each goes UPLOAD_MAX_AGE_S after it
+    came (a loaded trace lives on in its session's own export)."""
+    import os
+    import time
+
+    old, new = tmp_path / "h1" / "old.json", tmp_path / "h2" / "new.json"
+    for p in (old, new):
+        p.parent.mkdir()
+        p.write_text("{}")
+    t = time.time() - session.UPLOAD_MAX_AGE_S - 5
+    os.utime(old, (t, t))
+    uploads = {str(old), str(new)}
+    assert session.sweep_uploads(uploads) == 1
+    assert not old.exists() and not old.parent.exists() and new.exists() and uploads == {str(new)}
