@@ -111,6 +111,9 @@ def bind_error(host: str, port: int) -> str | None:
 def main(argv=None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     args = parse_args(argv)
+    from .session import limit_malloc_arenas
+
+    limit_malloc_arenas()  # before the server's threads allocate
     for name, value in (("port", args.port), ("max-sessions", args.max_sessions), ("session-idle", args.session_idle),
                         ("queue-size", args.queue_size), ("run-seconds", args.run_seconds)):
         # `not value > 0`: nan too (it compares false both ways, and would disable idle freeing silently)

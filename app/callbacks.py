@@ -196,9 +196,8 @@ class Callbacks:
             run.stop()
             st["run"], st["stopping"] = None, False
             log.info("run ended after %d rounds", len(live["rounds"]) if live else 0)
-        if not run.output_ids:  # stopped in the prefill: the trace shown stays
-            yield views.show_trace(st, None, f"{end_status(run)} before the first token", new_text=False)
-            return
+        if not run.output_ids:  # stopped in the prefill: no trace; the one shown stays
+            raise bad_input(f"Run: {end_status(run)} before the first token", "Stopped")
         trace = run.trace()
         st.update(trace=trace, trace_file=session.export_trace(trace), example=False, freed=None)
         self.sessions.touch(st)

@@ -68,6 +68,15 @@ def give_back_memory() -> None:
         pass
 
 
+def limit_malloc_arenas(n: int = 2) -> None:
+    """At most n glibc arenas (M_ARENA_MAX): every thread that allocates gets its own otherwise (up to 8 a
+    core), and what a run or a session freed stayed in its thread's arena, unreturned (docs/security.md)."""
+    try:
+        ctypes.CDLL("libc.so.6").mallopt(-8, n)
+    except (OSError, AttributeError):  # not glibc
+        pass
+
+
 class Sessions:
     """Bounds what the server holds for its sessions: at most `max_sessions` hold traces of their own (the
     least recently used frees its first), none after `idle_s` unused, and a session's are freed as soon as
