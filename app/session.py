@@ -14,6 +14,7 @@ from collections import OrderedDict
 from functools import lru_cache
 from pathlib import Path
 
+from engine.options import MODES, RULES
 from engine.paths import TRACES as TRACES_DIR
 from engine.trace import load_trace, run_stats, save_trace
 
@@ -212,7 +213,10 @@ def start_upload_sweeper(uploads: set, every_s: float = 60.0) -> None:
 def export_trace(trace: dict) -> str:
     """Write the trace to a fresh temp file for the download button."""
     cfg = trace.get("config") or {}
-    name = f"reanchor-trace-{cfg.get('mode', 'run')}-{cfg.get('rule', '')}-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    # a loaded trace's mode and rule may say anything ("/", markup): only the engine's words name the file
+    mode, rule = (v if isinstance(v, str) and v in words else "unknown"
+                  for v, words in ((cfg.get("mode", "run"), MODES + ("run",)), (cfg.get("rule", ""), RULES + ("",))))
+    name = f"reanchor-trace-{mode}-{rule}-{time.strftime('%Y%m%d-%H%M%S')}.json"
     path = Path(tempfile.mkdtemp(prefix=EXPORT_PREFIX)) / name
     save_trace(path, trace)
     return str(path)

@@ -57,3 +57,12 @@ def test_old_uploads_are_swept(tmp_path):
     uploads = {str(old), str(new)}
     assert session.sweep_uploads(uploads) == 1
     assert not old.exists() and not old.parent.exists() and new.exists() and uploads == {str(new)}
+
+
+def test_a_loaded_trace_with_any_mode_gets_an_export_of_its_own():
+    """The session's export of a loaded trace is named by the engine's words only: a mode with '/' or markup
+    (a loaded trace may say anything) made the file name a missing folder, and the load failed."""
+    t = json.loads(json.dumps(real_trace()))
+    t["config"].update(mode="[x](http://127.0.0.1:1/a/b)", rule="<b>r</b>")
+    path = session.export_trace(t)
+    assert "unknown-unknown" in path and json.loads(open(path).read())["config"]["mode"] == t["config"]["mode"]
