@@ -67,6 +67,7 @@ def launch(args: argparse.Namespace, block: bool = True):
     if args.run_seconds is not None:
         session.RUN_SECONDS = args.run_seconds
     demo = build_ui(loader, sessions_from_args(args))
+    session.start_upload_sweeper(demo.upload_file_set)
     demo.queue(max_size=args.queue_size, default_concurrency_limit=8)
     demo.launch(server_name=args.host, server_port=args.port, share=False, inbrowser=False, show_error=False,
                 ssr_mode=False, max_file_size="20mb", theme=theme(), css=CSS, head=HEAD, footer_links=[],
@@ -110,6 +111,9 @@ def bind_error(host: str, port: int) -> str | None:
 def main(argv=None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     args = parse_args(argv)
+    from .session import limit_malloc_arenas
+
+    limit_malloc_arenas()  # before the server's threads allocate
     for name, value in (("port", args.port), ("max-sessions", args.max_sessions), ("session-idle", args.session_idle),
                         ("queue-size", args.queue_size), ("run-seconds", args.run_seconds)):
         # `not value > 0`: nan too (it compares false both ways, and would disable idle freeing silently)

@@ -210,9 +210,8 @@ class Callbacks:
             run.stop()
             st["run"], st["stopping"] = None, False
             log.info("run ended after %d rounds", len(live["rounds"]) if live else 0)
-        if not run.output_ids:  # stopped in the prefill: the trace shown stays
-            yield views.ordered(views.show_trace(st, None, f"{end_status(run)} before the first token", new_text=False))
-            return
+        if not run.output_ids:  # stopped in the prefill: no trace; the one shown stays
+            raise bad_input(f"Run: {end_status(run)} before the first token", "Stopped")
         trace = run.trace()
         st.update(trace=trace, trace_file=session.export_trace(trace), example=False, freed=None)
         self.sessions.touch(st)
@@ -385,8 +384,8 @@ class Callbacks:
             trace = session.load_trace_file(path)
         except ValueError as e:
             raise bad_input(str(e), "Bad trace") from None
-        finally:
-            session.drop_upload(path)
+        # the session's own copy, freed with it: the upload itself is Gradio's (shared by identical uploads)
+        # and swept after UPLOAD_MAX_AGE_S (session.sweep_uploads)
         return self._show_new(st, trace, session.export_trace(trace), "loaded trace")
 
     @shows("Example trace")

@@ -47,13 +47,3 @@ def example_prompts() -> list[tuple[str, str]]:
             + benchmark_prompts("mtbench", MTBENCH_IDS,
                                 lambda r: f"MT-Bench {r['id']} ({r.get('category', '')})"))
 
-
-def example_prompt(examples: list[tuple[str, str]], index) -> str:
-    """The prompt of example `index` (the Example prompts' click sends it; through the API, anything): a bad
-    one is refused naming the control (Gradio's own examples answered a bare "Error" and logged a traceback)."""
-    import gradio as gr
-
-    if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(examples):
-        raise gr.Error(f"Example prompts: {str(index)[:40]!r} is not an example number (0 to {len(examples) - 1})",
-                       title="Bad input", print_exception=False)
-    return examples[index][1]

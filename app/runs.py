@@ -162,6 +162,7 @@ def stream_run(engine, run, ids, config: dict):
     finally:
         timer.cancel()
         run.stop()
+        session.give_back_memory()  # a run's buffers (logits of up to 1,024 nodes) back to the system
 
 
 def end_status(run) -> str:

@@ -14,6 +14,7 @@ from collections import OrderedDict
 from functools import lru_cache
 from pathlib import Path
 
+from engine.options import MODES, RULES
 from engine.paths import TRACES as TRACES_DIR
 from engine.trace import load_trace, run_stats, save_trace
 
@@ -64,6 +65,15 @@ def give_back_memory() -> None:
     """Hand freed heap back to the system: glibc keeps it otherwise (a freed 20 MB trace left ~40 MB)."""
     try:
         ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc
+        pass
+
+
+def limit_malloc_arenas(n: int = 2) -> None:
+    """At most n glibc arenas (M_ARENA_MAX): every thread that allocates gets its own otherwise (up to 8 a
+    core), and what a run or a session freed stayed in its thread's arena, unreturned (docs/security.md)."""
+    try:
+        ctypes.CDLL("libc.so.6").mallopt(-8, n)
     except (OSError, AttributeError):  # not glibc
         pass
 
@@ -162,23 +172,51 @@ def load_example(path: str) -> dict:
     return load_trace_file(path)
 
 
-def drop_upload(path) -> None:
-    """Delete an uploaded file once read (Gradio keeps uploads, session or not, until the server stops): the
-    session holds the trace, and its export file (export_trace), freed with it."""
-    from gradio.utils import get_upload_folder
+UPLOAD_MAX_AGE_S = 600  # uploads are read at once; Gradio keeps them (session or not) until the server stops
 
-    if isinstance(path, str) and path:
-        p, root = Path(path).resolve(), Path(get_upload_folder()).resolve()
-        if p.is_relative_to(root) and p.is_file():
-            p.unlink(missing_ok=True)
-            if p.parent != root and not any(p.parent.iterdir()):
-                p.parent.rmdir()
+
+def sweep_uploads(uploads: set, max_age_s: float = UPLOAD_MAX_AGE_S) -> int:
+    """Delete Gradio's uploaded files (its Blocks.upload_file_set) older than max_age_s, and their emptied
+    folders: 10 x 2 MB uploads needing no session stayed until the server stopped. Returns how many went.
+    Deleting by age, not on reading: identical uploads share one file, which another session may read next."""
+    now, gone = time.time(), 0
+    for path in list(uploads):
+        p = Path(path)
+        try:
+            if now - p.stat().st_mtime < max_age_s:
+                continue
+            p.unlink()
+            gone += 1
+        except FileNotFoundError:
+            pass
+        except OSError as e:
+            log.warning("upload sweep: %s", e)
+            continue
+        uploads.discard(path)
+        try:
+            p.parent.rmdir()  # Gradio's per-upload folder, once empty
+        except OSError:
+            pass
+    return gone
+
+
+def start_upload_sweeper(uploads: set, every_s: float = 60.0) -> None:
+    """sweep_uploads every `every_s` seconds, for the server's life (python -m app starts it)."""
+    def loop():
+        while True:
+            time.sleep(every_s)
+            sweep_uploads(uploads)
+
+    threading.Thread(target=loop, name="upload-sweeper", daemon=True).start()
 
 
 def export_trace(trace: dict) -> str:
     """Write the trace to a fresh temp file for the download button."""
     cfg = trace.get("config") or {}
-    name = f"reanchor-trace-{cfg.get('mode', 'run')}-{cfg.get('rule', '')}-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    # a loaded trace's mode and rule may say anything ("/", markup): only the engine's words name the file
+    mode, rule = (v if isinstance(v, str) and v in words else "unknown"
+                  for v, words in ((cfg.get("mode", "run"), MODES + ("run",)), (cfg.get("rule", ""), RULES + ("",))))
+    name = f"reanchor-trace-{mode}-{rule}-{time.strftime('%Y%m%d-%H%M%S')}.json"
     path = Path(tempfile.mkdtemp(prefix=EXPORT_PREFIX)) / name
     save_trace(path, trace)
     return str(path)

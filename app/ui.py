@@ -6,7 +6,6 @@ traces and skips the queue.
 """
 from __future__ import annotations
 
-from functools import partial
 from types import SimpleNamespace
 
 import gradio as gr
@@ -15,7 +14,7 @@ from engine.options import DEFAULT_TREE_NODES, MAX_TRIE_NODES, MODES, RULES, SHI
 
 from . import plots, race, render, session, views
 from .callbacks import Callbacks
-from .examples import LESSON_DRAFTER, example_prompt, example_prompts
+from .examples import LESSON_DRAFTER, example_prompts
 from .page import JS_PLOT, JS_TIMELINE, JS_TOKEN_CLICK, PLOT_TEMPLATE
 
 # Shifted blocks drafted per round: every available offset (the paper), the cost model's budget for
@@ -34,11 +33,8 @@ def _controls(c: SimpleNamespace, trace_choices, loader) -> None:
     examples = example_prompts()
     c.prompt = gr.Textbox(label="Prompt", lines=4, max_lines=14, elem_id="rx-prompt",
                           placeholder="Type a prompt or pick an example below")
-    # a Dataset of our own, not gr.Examples: its click handler checks the index (app.examples.example_prompt)
-    c.examples = gr.Dataset(components=[c.prompt], samples=[[p] for _, p in examples], type="index",
-                            sample_labels=[label for label, _ in examples], label="Example prompts",
-                            samples_per_page=13, elem_id="rx-examples")
-    c.example_list = examples
+    gr.Examples(examples=[[p] for _, p in examples], inputs=[c.prompt],
+                example_labels=[label for label, _ in examples], label="Example prompts", examples_per_page=13)
     with gr.Row():
         c.mode = gr.Dropdown(list(MODES), value="reanchor", label="Mode", elem_id="rx-mode")
         c.rule = gr.Dropdown(list(RULES), value="earliest", label="Attachment rule", elem_id="rx-rule")
@@ -226,8 +222,6 @@ def _wire_traces(c: SimpleNamespace, cb: Callbacks, view_out: list) -> None:
                         queue=False, api_name="current_analyses")
     c.status_timer.tick(cb.on_status, None, [c.model_status, c.status_timer], show_progress="hidden",
                         api_name="model_status")
-    c.examples.click(partial(example_prompt, c.example_list), [c.examples], [c.prompt], queue=False,
-                     show_progress="hidden", api_name="example_prompt", **RAW)
 
 
 def build_ui(loader, sessions: session.Sessions | None = None) -> gr.Blocks:

@@ -28,7 +28,7 @@ def main(argv: list[str]) -> None:
     cycles = 2
     tmp = Path(tempfile.mkdtemp(prefix="memcycle-"))
     big = tmp / "big.json"
-    big.write_text(json.dumps(tiled_trace(real_trace(), 1000)))
+    big.write_text(json.dumps(tiled_trace(real_trace(), 600)))
     example = sorted((REPO / "assets" / "traces").glob("*.json"))[0]
     app = AppProcess(argv, tmp / "app.log")
     peak = [0.0]
@@ -50,24 +50,26 @@ def main(argv: list[str]) -> None:
             errors: list[str] = []
 
             def viewer(k: int):
+                c = Client(app.url, verbose=False)
                 try:
-                    c = Client(app.url, verbose=False)
                     c.predict(handle_file(str(big if k % 2 else example)), api_name="/load_trace")
                     for _ in range(10):
                         c.predict(api_name="/next_round")
                     c.predict(api_name="/last_round")
-                    c.close()
                 except Exception as e:  # noqa: BLE001  (counted and printed)
                     errors.append(f"viewer {k}: {e}")
+                finally:
+                    c.close()
 
             def runner(k: int):
+                c = Client(app.url, verbose=False)
                 try:
-                    c = Client(app.url, verbose=False)
                     c.predict("Write a haiku about the sea.", "reanchor", "earliest", 0, k, 24, "all", "all",
                               None, api_name="/run")
-                    c.close()
                 except Exception as e:  # noqa: BLE001
                     errors.append(f"runner {k}: {e}")
+                finally:
+                    c.close()
 
             threads = [threading.Thread(target=viewer, args=(k,)) for k in range(8)]
             threads += [threading.Thread(target=runner, args=(k,)) for k in range(4)]

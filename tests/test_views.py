@@ -1,17 +1,13 @@
 """app.views and the page's small inputs under untrusted values: Compare names a loaded trace's unknown mode and
-rule "unknown"; the text view of pieces that escape long ("<") stays about 1 MB; the Example prompts' index is
-checked, naming the control; an uploaded trace file is deleted once read (the session holds its own export)."""
+rule "unknown"; the text view of pieces that escape long ("<") stays about 1 MB; old uploads are swept (the session holds its own export)."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
-
 import pytest
 
 gr = pytest.importorskip("gradio")
 
 from app import session, views  # noqa: E402
-from app.examples import example_prompt  # noqa: E402
 from app_fixtures import real_trace, tiled_trace  # noqa: E402
 
 
@@ -36,22 +32,27 @@ def test_text_view_of_long_escaping_pieces_stays_about_a_megabyte():
     assert len(html.encode()) < 1.3e6, len(html.encode())
 
 
-def test_example_prompt_index_is_checked():
-    examples = [("a", "first"), ("b", "second")]
-    assert example_prompt(examples, 1) == "second"
-    for bad in (12, None, "x", -1, True, 1.5):
-        with pytest.raises(gr.Error, match="Example prompts: "):
-            example_prompt(examples, bad)
+def test_old_uploads_are_swept(tmp_path):
+    """Uploads needing no session stayed until the server stopped; now each goes UPLOAD_MAX_AGE_S after it
+    came (a loaded trace lives on in its session's own export)."""
+    import os
+    import time
+
+    old, new = tmp_path / "h1" / "old.json", tmp_path / "h2" / "new.json"
+    for p in (old, new):
+        p.parent.mkdir()
+        p.write_text("{}")
+    t = time.time() - session.UPLOAD_MAX_AGE_S - 5
+    os.utime(old, (t, t))
+    uploads = {str(old), str(new)}
+    assert session.sweep_uploads(uploads) == 1
+    assert not old.exists() and not old.parent.exists() and new.exists() and uploads == {str(new)}
 
 
-def test_an_upload_is_deleted_once_read(tmp_path, monkeypatch):
-    monkeypatch.setenv("GRADIO_TEMP_DIR", str(tmp_path / "uploads"))
-    up = tmp_path / "uploads" / "abc123" / "t.json"
-    up.parent.mkdir(parents=True)
-    up.write_text("{}")
-    elsewhere = tmp_path / "mine.json"
-    elsewhere.write_text("{}")
-    session.drop_upload(str(elsewhere))  # only Gradio's uploads
-    session.drop_upload(str(up))
-    assert elsewhere.exists() and not up.exists() and not up.parent.exists()
-    assert Path(tmp_path / "uploads").is_dir()
+def test_a_loaded_trace_with_any_mode_gets_an_export_of_its_own():
+    """The session's export of a loaded trace is named by the engine's words only: a mode with '/' or markup
+    (a loaded trace may say anything) made the file name a missing folder, and the load failed."""
+    t = json.loads(json.dumps(real_trace()))
+    t["config"].update(mode="[x](http://127.0.0.1:1/a/b)", rule="<b>r</b>")
+    path = session.export_trace(t)
+    assert "unknown-unknown" in path and json.loads(open(path).read())["config"]["mode"] == t["config"]["mode"]
