@@ -32,7 +32,8 @@ STATS_KEYS = ("tau", "rounds", "new_tokens", "wall_s", "tokens_per_s")
 # Optional config entries the app reads, and what each must be when present.
 CONFIG_TYPES = {"mode": str, "rule": str, "temperature": (int, float), "seed": int, "max_new_tokens": int,
                 "block_size": (int, type(None)), "max_shifted": (int, str, type(None)),
-                "max_trie_nodes": (int, str, type(None)), "acceptance": str, "target": str, "drafter": str, "device": str, "dtype": str}
+                "max_trie_nodes": (int, str, type(None)), "acceptance": str, "target": str, "drafter": str, "device": str, "dtype": str,
+                "draft_dtype": str, "draft_head_dtype": str}
 MAX_CHAR_TOKENS = 4       # a UTF-8 character has at most 4 bytes: byte-level tokens split it over at most 4
 
 
@@ -202,6 +203,7 @@ def make_trace(run) -> dict:
     cfg = asdict(run.cfg)
     cfg.update(target=m.target_name, drafter=m.drafter_name if run.cfg.mode != "ar" else "none",
                device=str(m.device), dtype=str(m.dtype).replace("torch.", ""),
+               **_draft_dtypes(eng, run.cfg.mode),
                block_size=run.rounds[0]["block_size"] if run.rounds and run.cfg.mode != "ar"
                else (run.cfg.block_size or (m.drafter.block_size if m.drafter else 1)))
     ids = set(run.prompt_ids) | set(run.output_ids)
@@ -215,6 +217,14 @@ def make_trace(run) -> dict:
             "stats": run.result["stats"], "token_texts": add_token_texts({}, tok, ids),
             "prompt_pieces": text_pieces(tok, run.prompt_ids), "output_pieces": text_pieces(tok, out),
             "rounds": run.rounds}
+
+
+def _draft_dtypes(eng, mode: str) -> dict:
+    """The drafter's dtype and its vocabulary projection's (the drafts depend on both), when it drafts."""
+    if mode == "ar" or getattr(eng, "draft_dtype", None) is None:
+        return {}
+    return {"draft_dtype": str(eng.draft_dtype).replace("torch.", ""),
+            "draft_head_dtype": str(eng.draft_head_dtype).replace("torch.", "")}
 
 
 # ---------------------------------------------------------------- validation
@@ -342,6 +352,20 @@ def check_round_scalars(r: dict, w: str, lim: Limits) -> None:
     _int(r.get("retained"), f"{w}.retained", 0)
     for k in ("draft_ms", "verify_ms", "round_ms"):
         _number(r.get(k), f"{w}.{k}")
+
+
+STAGES = ("draft", "build", "verify", "accept", "record")   # a round's stages_ms, in order
+
+
+def check_stages(r: dict, w: str, lim: Limits) -> None:
+    """Optional "stages_ms" (traces from before it have none): milliseconds per stage of the round,
+    each a finite number >= 0; keys from STAGES (others are kept, unchecked, as anywhere)."""
+    if "stages_ms" not in r:
+        return
+    st = _obj(r["stages_ms"], f"{w}.stages_ms")
+    for k in STAGES:
+        if k in st and _number(st[k], f"{w}.stages_ms.{k}") < 0:
+            _fail(f"{w}.stages_ms.{k}", f"is negative: {_show(st[k])}")
 
 
 def check_baseline(r: dict, w: str, lim: Limits) -> None:
@@ -497,7 +521,7 @@ def check_budget(r: dict, w: str, lim: Limits) -> None:
         _estimate(b["expected_ms"], f"{w}.expected_ms")
 
 
-ROUND_CHECKS = (check_round_scalars, check_baseline, check_shifted, check_q, check_paths, check_trie, check_trie_facts,
+ROUND_CHECKS = (check_round_scalars, check_stages, check_baseline, check_shifted, check_q, check_paths, check_trie, check_trie_facts,
                 check_accepted, check_committed, check_confidence, check_backbone, check_budget)
 
 
