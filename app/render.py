@@ -190,7 +190,9 @@ def round_caption(rec: dict, index: int, total: int, depth_cap: int | None = Non
                   f"= {lens['baseline']} baseline-alone"
                   + (f" + {lens['branches']} through tree branches" if lens["branches"] else "")
                   + f" + {lens['shifted']} shifted gain, "
-                  f"draft {rec.get('draft_ms', 0):.1f} ms, verify {rec.get('verify_ms', 0):.1f} ms")
+                  f"draft {rec.get('draft_ms', 0):.1f} ms, verify {rec.get('verify_ms', 0):.1f} ms"
+                  + "".join(f", {k} {v:.1f} ms" for k, v in (rec.get("stages_ms") or {}).items()
+                            if k not in ("draft", "verify")))  # the round's own work (engine/trace.py STAGES)
     line = fates_line(fates, rec.get("budget") if isinstance(rec.get("budget"), dict) else None)
     out = head + (f"<br><span class='rx-fates'>{escape(line)}</span>" if line else "")
     if note:

@@ -34,7 +34,7 @@ STATS_KEYS = ("tau", "rounds", "new_tokens", "wall_s", "tokens_per_s")
 CONFIG_TYPES = {"mode": str, "rule": str, "temperature": (int, float), "seed": int, "max_new_tokens": int,
                 "block_size": (int, type(None)), "max_shifted": (int, str, type(None)),
                 "max_trie_nodes": (int, str, type(None)), "acceptance": str, "target": str, "drafter": str, "device": str, "dtype": str,
-                "tree_rank": str}
+                "tree_rank": str, "calibration": str, "draft_dtype": str, "draft_head_dtype": str}
 MAX_CHAR_TOKENS = 4       # a UTF-8 character has at most 4 bytes: byte-level tokens split it over at most 4
 
 
@@ -209,12 +209,14 @@ def trace_drafter(mode: str, drafter: str | None) -> str | None:
 
 
 def trace_config(settings: dict, *, target: str, drafter: str | None, device: str, dtype: str,
-                 block_size: int) -> dict:
+                 block_size: int, draft_dtype: str | None = None, draft_head_dtype: str | None = None) -> dict:
     """A trace's `config` block (docs/trace-format.md): a run's settings (DecodeConfig's fields) and the models
     it ran on, by name. The one builder: finished runs (make_trace), live ones (the app) and the sweep's
     --resume check read their names from it."""
+    drafts = {} if settings["mode"] == "ar" or draft_dtype is None else \
+        {"draft_dtype": draft_dtype, "draft_head_dtype": draft_head_dtype}   # the drafts depend on both
     return {**settings, "target": target, "drafter": trace_drafter(settings["mode"], drafter),
-            "device": device, "dtype": dtype, "block_size": block_size}
+            "device": device, "dtype": dtype, **drafts, "block_size": block_size}
 
 
 def make_trace(config: dict, prompt_ids: list[int], result: dict, rounds: list[dict], tokenizer) -> dict:
@@ -357,6 +359,20 @@ def check_round_scalars(r: dict, w: str, lim: Limits) -> None:
     _int(r.get("retained"), f"{w}.retained", 0)
     for k in ("draft_ms", "verify_ms", "round_ms"):
         _number(r.get(k), f"{w}.{k}")
+
+
+STAGES = ("draft", "build", "verify", "accept", "record")   # a round's stages_ms, in order
+
+
+def check_stages(r: dict, w: str, lim: Limits) -> None:
+    """Optional "stages_ms" (traces from before it have none): milliseconds per stage of the round,
+    each a finite number >= 0; keys from STAGES (others are kept, unchecked, as anywhere)."""
+    if "stages_ms" not in r:
+        return
+    st = _obj(r["stages_ms"], f"{w}.stages_ms")
+    for k in STAGES:
+        if k in st and _number(st[k], f"{w}.stages_ms.{k}") < 0:
+            _fail(f"{w}.stages_ms.{k}", f"is negative: {_show(st[k])}")
 
 
 def check_baseline(r: dict, w: str, lim: Limits) -> None:
@@ -531,8 +547,9 @@ def check_budget(r: dict, w: str, lim: Limits) -> None:
         _estimate(b["expected_ms"], f"{w}.expected_ms")
 
 
-ROUND_CHECKS = (check_round_scalars, check_baseline, check_shifted, check_q, check_paths, check_trie, check_trie_facts,
-                check_tree_alternative, check_accepted, check_committed, check_confidence, check_backbone, check_budget)
+ROUND_CHECKS = (check_round_scalars, check_stages, check_baseline, check_shifted, check_q, check_paths, check_trie,
+                check_trie_facts, check_tree_alternative, check_accepted, check_committed, check_confidence, check_backbone,
+                check_budget)
 
 
 def round_work(r: dict) -> int:

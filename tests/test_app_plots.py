@@ -270,3 +270,15 @@ def test_round_payload_prefetches_within_the_size_budget():
                 cap = json.dumps(views.round_outputs(st, i + 1)[1])
                 assert len(raw) + len(nxt) + len(cap) + len('{"round":,"caption":,"fig":}') > views.MAX_PAYLOAD
     assert prefetched > 0
+
+
+def test_round_caption_shows_the_rounds_own_stage_times():
+    """The caption gives draft and verify, then the round's own work by stage (its trace's stages_ms)."""
+    from app_fixtures import real_trace
+    t = real_trace("llama", "ddtree", "earliest", "hi, j.", 12, 0, 0.0)
+    r = t["rounds"][0]
+    cap = render.round_caption(r, 0, len(t["rounds"]))
+    st = r["stages_ms"]
+    for k in ("build", "accept", "record"):
+        assert f", {k} {st[k]:.1f} ms" in cap, (k, cap)
+    assert f"draft {st['draft']:.1f} ms, verify {st['verify']:.1f} ms" in cap

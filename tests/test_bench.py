@@ -42,6 +42,31 @@ def bench_out(tiny_dirs):
     return out
 
 
+def test_reference_section_and_stage_times(tiny_dirs):
+    """--reference dflash: dflash_generate ran beside the engine on the bench's prompts (same tokens, same
+    accepted lengths round by round, a time per round for each); every row has its stage times; the
+    report shows both."""
+    from engine.trace import STAGES
+    tmp, target, drafter, prompts = tiny_dirs
+    out = tmp / "out-reference"
+    cmd = [sys.executable, "-m", "engine", "bench", "--prompts", str(prompts), "--target", str(target),
+           "--drafter", str(drafter), "--max-new-tokens", "20", "--modes", "dflash,ddtree", "--reference", "dflash",
+           "--reference-repeats", "1", "--out", str(out)]
+    p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    bench_out = out
+    res = json.loads((bench_out / "results.json").read_text())
+    ref = res["reference"]["dflash"]
+    assert ref["runs"] == 2 and ref["engine_ms_per_round"] > 0 and ref["reference_ms_per_round"] > 0
+    assert ref["ratio"] == pytest.approx(ref["engine_ms_per_round"] / ref["reference_ms_per_round"], rel=0.01)
+    assert [f["same_tokens"] for f in ref["fidelity"]] == [True, True]
+    assert all(f["same_accepted"] == f["aligned"] == f["rounds"] > 0 for f in ref["fidelity"])
+    assert all(list(r["stages_ms"]) == list(STAGES) for r in res["runs"])
+    report = (bench_out / "report.md").read_text()
+    assert "## The engine beside the reference loops" in report and "| dflash |" in report
+    assert "## Where a round's time goes" in report
+
+
 def test_outputs(bench_out):
     res = json.loads((bench_out / "results.json").read_text())
     labels = ["ar", "dflash", "shifted-fixed", "reanchor", "reanchor-all", "in-block", "extension", "ddtree",

@@ -4,7 +4,7 @@ import random
 import torch
 
 from engine.attach import assemble, attach, choose_sites, match_sites
-from engine.decode.engine import tree_mask
+from engine.decode.engine import TreeMask, additive, tree_mask
 from engine.trie import accept, build_trie, retained_path
 
 BASE = [5, 7, 9, 7, 3, 8]  # anchor 5; token 7 at baseline indices 1 and 3
@@ -63,6 +63,25 @@ def test_tree_mask_is_ancestor_or_self():
     want = torch.tensor([[1, 0, 0, 0, 0, 0], [1, 1, 0, 0, 0, 0], [1, 1, 1, 0, 0, 0],
                          [1, 1, 0, 1, 0, 0], [1, 1, 0, 1, 1, 0], [1, 0, 0, 0, 0, 1]], dtype=torch.bool)
     assert torch.equal(m, want)
+
+
+def test_tree_mask_buffer_equals_a_fresh_mask_every_round():
+    # rounds of a run: the prefix grows, trees change shape and size, the buffer outgrows its first size
+    rounds = [(5, [-1, 0, 1, 1, 3, 0]), (7, [-1, 0, 0, 1]), (8, [-1, 0, 1, 2, 3, 4, 5]), (9, [-1]),
+              (600, [-1, 0, 1, 0, 3, 3] + list(range(5, 40))), (604, [-1, 0, 0, 0])]
+    buf = TreeMask()
+    for s, parents in rounds:
+        depth = max(len(_chain(parents, i)) for i in range(len(parents))) - 1
+        fresh = additive(torch.cat([torch.ones(len(parents), s, dtype=torch.bool), tree_mask(parents, depth)], 1),
+                         torch.float32)
+        assert torch.equal(buf.mask(parents, s, torch.float32, "cpu"), fresh), (s, parents)
+
+
+def _chain(parents, i):
+    out = [i]
+    while parents[out[-1]] >= 0:
+        out.append(parents[out[-1]])
+    return out
 
 
 def test_accept_walks_the_target_tokens():

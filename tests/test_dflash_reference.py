@@ -1,5 +1,10 @@
-"""`dflash` mode reproduces the dflash package's own dflash_generate: tokens and per-round lengths."""
+"""`dflash` mode reproduces the dflash package's own dflash_generate (tokens and per-round lengths), and
+`ddtree` DDTree's ddtree_generate (tokens and, in every round that drafts a full block, the tree itself)
+where DDTree's code is at hand: REANCHOR_DDTREE=<checkout folder> or an importable `ddtree` (CI has neither:
+skipped). Both with fp32 drafts, as a user gets them with --draft-dtype float32."""
+import os
 import time
+from dataclasses import replace
 
 import dflash.model
 import pytest
@@ -15,11 +20,55 @@ from tiny import tiny_models
 def test_dflash_mode_matches_reference(kind, seed, n, monkeypatch):
     # its stats clock calls torch.cuda.synchronize; on the CPU a plain clock does the same job
     monkeypatch.setattr(dflash.model, "_cuda_time", time.perf_counter)
-    m = tiny_models(kind, seed)
-    eng = Engine(m, draft_head_dtype=None)  # the reference projects the vocabulary in fp32 too
+    m = replace(tiny_models(kind, seed), draft_dtype="float32")  # as --draft-dtype float32 loads them
+    eng = Engine(m)  # the reference projects the vocabulary in fp32 too
     ids = eng.encode_prompt("ab c ba")
     ref = dflash_generate(m.drafter, m.target, torch.tensor([ids]), n, None, return_stats=True)
     run = eng.run(ids, DecodeConfig(mode="dflash", max_new_tokens=n, ignore_eos=True))
     rounds = list(run)
     assert run.result["output_ids"] == ref.output_ids[0, len(ids):].tolist()
     assert [len(r["new_tokens"]) for r in rounds] == ref.acceptance_lengths
+
+
+def test_draft_dtype_float32_drafts_in_fp32_end_to_end():
+    """--draft-dtype float32 (Models.draft_dtype) keeps the vocabulary projection in fp32: the drafter's
+    logits are those of the target's own LM head; the default keeps the cheaper bf16 projection; the
+    trace says which."""
+    m = tiny_models("qwen3", 2)
+    asked, auto, own = Engine(replace(m, draft_dtype="float32")), Engine(m), Engine(m, draft_head_dtype=None)
+    assert asked.draft_head_dtype == own.draft_head_dtype == torch.float32
+    assert auto.draft_head_dtype == torch.bfloat16
+    h = torch.randn(2, 7, m.target.config.hidden_size)
+    assert torch.equal(asked.draft_head(h), m.target.lm_head(h))
+    assert not torch.equal(auto.draft_head(h), m.target.lm_head(h))
+    cfg = DecodeConfig(mode="dflash", max_new_tokens=6, ignore_eos=True)
+    ids = asked.encode_prompt("ab")
+    runs = [e.run(ids, cfg) for e in (asked, auto)]
+    for r in runs:
+        r.finish()
+    assert runs[0].trace()["config"]["draft_head_dtype"] == "float32"
+    assert runs[1].trace()["config"]["draft_head_dtype"] == "bfloat16"
+    assert runs[0].trace()["config"]["draft_dtype"] == "float32"
+
+
+def _ddtree():
+    from engine.bench.reference import load_ddtree
+    try:
+        return load_ddtree(os.environ.get("REANCHOR_DDTREE") or None)
+    except ImportError as e:  # a checkout without its dependencies (loguru, numpy, datasets)
+        pytest.skip(f"DDTree's ddtree.py does not import here: {e}")
+
+
+@pytest.mark.parametrize("kind,seed,n", [("qwen3", 2, 40), ("llama", 0, 33)])
+def test_ddtree_mode_builds_ddtree_generates_trees(kind, seed, n):
+    dd = _ddtree()
+    if dd is None:
+        pytest.skip("DDTree's code is not at hand (REANCHOR_DDTREE=<checkout> or an importable ddtree)")
+    from engine.bench.reference import compare, engine_run, reference_run
+    m = replace(tiny_models(kind, seed, block_size=16), draft_dtype="float32")
+    eng = Engine(m)
+    ids = eng.encode_prompt("ab c ba")
+    mine, ref = engine_run(eng, ids, "ddtree", n), reference_run("ddtree", m, ids, n, dd)
+    c = compare(mine, ref, eng.block_size, m.drafter.mask_token_id)
+    assert c["same_tokens"] and c["aligned"] == mine["rounds"], c
+    assert c["full_rounds"] >= 2 and c["same_tree"] == c["full_rounds"], c

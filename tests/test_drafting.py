@@ -163,4 +163,6 @@ def test_sampled_drafts_carry_their_laws(monkeypatch):
                 want = [float(law[j - 1, toks[j]]) for j in range(1, L)]
                 assert q == pytest.approx(want, rel=1e-4), (rec["round"], d)
                 for j in {j for path in draws for src, j in path[1:] if src == d}:
-                    torch.testing.assert_close(law_of(d, j), law[j - 1], rtol=1e-4, atol=1e-6)
+                    got = law_of(d, j)   # a laws.Law: the row, and the value looked up before the walk
+                    torch.testing.assert_close(got.row(), law[j - 1], rtol=1e-4, atol=1e-6)
+                    assert got.known == {toks[j]: pytest.approx(float(law[j - 1, toks[j]]), rel=1e-4)}

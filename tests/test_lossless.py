@@ -149,6 +149,26 @@ def test_a_run_left_early_still_gives_its_trace():
         assert len(trace["output_ids"]) == 1 + sum(len(r["new_tokens"]) for r in trace["rounds"]) < 40
 
 
+def test_round_records_stage_times():
+    """Every round records where its time went (trace.STAGES), within its round_ms; validation takes them
+    and refuses a negative one."""
+    import pytest
+    from engine.trace import STAGES, TraceError, validate_trace
+    eng = Engine(tiny_models("qwen3", 2))
+    for mode in ("reanchor", "ddtree", "ar"):
+        run = eng.run(eng.encode_prompt("ab c"), DecodeConfig(mode=mode, max_new_tokens=12, ignore_eos=True))
+        run.finish()
+        trace = validate_trace(run.trace())
+        for r in trace["rounds"]:
+            st = r["stages_ms"]
+            assert list(st) == list(STAGES) and min(st.values()) >= 0, st
+            assert sum(st.values()) <= r["round_ms"] + 0.01 and st["draft"] == r["draft_ms"], (st, r["round_ms"])
+            assert st["verify"] == r["verify_ms"] > 0
+    trace["rounds"][0]["stages_ms"]["build"] = -1.0
+    with pytest.raises(TraceError, match=r"rounds\[0\].stages_ms.build: is negative"):
+        validate_trace(trace)
+
+
 def test_edges_are_lossless():
     """The last rounds (blocks shrinking to max_new_tokens, paths cut at its depth) and node caps of 1
     and 2, in every mode and rule, for a DFlash and a shift-label Domino drafter (block = B + 1)."""

@@ -246,3 +246,28 @@ def test_tiny_temperatures_decode_greedily():
             for mode in ("ar", "reanchor"):
                 run = eng.run(ids, DecodeConfig(mode=mode, temperature=T, max_new_tokens=12, ignore_eos=True))
                 assert run.finish()["output_ids"] == greedy, (models.drafter_name, T, mode)
+
+
+def test_torch_laws_do_the_exact_arithmetic():
+    """The engine's TorchLaws (values looked up in a batch before the walk, point-mass residuals' values
+    carried over without their rows, coins from a pool) give what ScriptLaws computes exactly."""
+    import torch
+
+    from engine.decode.laws import Law, TorchLaws
+    rng = random.Random(3)
+    exact = ScriptLaws(())
+    for _ in range(20):
+        p, q = rand_law(rng, True), rand_law(rng, True)
+        tp = torch.tensor(p, dtype=torch.float64)
+        laws = TorchLaws(torch.Generator().manual_seed(0), 4)
+        tok, other = rng.randrange(V), rng.randrange(V)
+        law = Law(lambda: tp, {x: p[x] for x in (tok, other)})
+        for q_ in (None, q):
+            r = laws.residual(law, None if q_ is None else Law(lambda: torch.tensor(q_, dtype=torch.float64)), tok)
+            want = exact.residual(p, q_, tok)
+            assert all(abs(laws.prob(r, x) - want[x]) < 1e-12 for x in range(V)), (p, q_, tok)
+            assert torch.allclose(r.row(), torch.tensor(want, dtype=torch.float64), atol=1e-12)
+        assert laws.prob(law, other) == p[other]
+    coins = TorchLaws(torch.Generator().manual_seed(1), 3)
+    flips = [coins.bernoulli(0.5) for _ in range(4000)]   # refills its pool past 3
+    assert abs(sum(flips) / len(flips) - 0.5) < 0.05 and not any(coins.bernoulli(0.0) for _ in range(50))

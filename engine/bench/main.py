@@ -32,6 +32,7 @@ from ..options import (ACCEPTANCE, CALIBRATIONS, DEFAULT_MAX_NEW_TOKENS, DEFAULT
                        MAX_TRIE_NODES, RULES, TREE_MODES, UNSHIFTED_MODES, add_model_args, mode_rule, models_from_args,
                        parse_csv, parse_max_shifted, parse_max_trie_nodes, parse_seed, run_label, to_int)
 from ..paths import check_writable_dir
+from .reference import stage_means
 from .report import FIGURES, write_report
 from .sets import PER_SET, SETS, load_set, read_jsonl, sample_prompts
 
@@ -376,6 +377,9 @@ def run_bench(args) -> dict:
     results["trace_files"] = sorted(str(p.relative_to(out)) for p in written if p.is_file())
     if any("auto" in (v.max_shifted, v.max_trie_nodes) for v in todo):
         results["cost"] = engine_profile(first).as_dict()
+    if args.reference and not interrupted:  # the authors' loops beside the engine (engine/bench/reference.py)
+        from .reference import bench_section
+        results["reference"] = bench_section(first, sets, args)
     return results
 
 
@@ -447,6 +451,7 @@ def _run_row(set_name: str, v: Variant, trs: list[dict], temperature: float, ar:
             "sweep_nodes": v.sweep_nodes, "tree_rank": v.tree_rank,
             "temperature": temperature, "n": len(trs), "tau": A.tau(trs), "rounds": sum(len(t["rounds"]) for t in trs),
             "new_tokens": new, "wall_s": wall, "tokens_per_s": tps, "speedup_vs_ar": _ratio(tps, ar_tps),
+            "stages_ms": stage_means(trs),
             "lossless": (sum(t["output_ids"] == a["output_ids"] for t, a in zip(trs, ar)) / len(trs))
             if ar and temperature == 0 else None}
 
@@ -502,6 +507,11 @@ def add_bench_args(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--block-size", type=int, default=None,
                    help="draft blocks of this size (default: the drafter's trained size)")
     p.add_argument("--traces", action="store_true", help="save every trace under DIR/traces")
+    p.add_argument("--reference", default=None,
+                   help="comma list of dflash, ddtree: also run the authors' loops (dflash_generate; DDTree's "
+                        "ddtree_generate) beside the engine on the same prompts, for the report's speed comparison")
+    p.add_argument("--ddtree", default=None, help="folder of a DDTree checkout (its ddtree.py), for --reference ddtree")
+    p.add_argument("--reference-repeats", type=int, default=3, help="interleaved repeats per prompt for --reference")
     p.add_argument("--out", required=True,
                    help="output folder (traces an earlier run left there move to DIR/earlier-runs/<time>/)")
     p.set_defaults(func=main)

@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 from ..options import TREE_MODES, run_label
+from .reference import report_lines
 
 
 def _f(x, fmt="{:.2f}", none="–") -> str:
@@ -397,8 +398,8 @@ def budget_curve(R: Results, out: Path) -> list[str]:
 
 def write_report(results: dict, out: Path) -> str:
     R = Results(results)
-    md = (header(R) + table2(R) + table3(R) + table_acceptance(R) + trees(R) + tree_sources(R) + tables_4_7(R) + table5(R) + table6(R)
-          + table8(R) + table1_figure2(R, out) + budget_tables(R) + budget_curve(R, out))
+    md = (header(R) + table2(R) + table3(R) + table_acceptance(R) + trees(R) + tree_sources(R) + tables_4_7(R) + table5(R)
+          + table6(R) + table8(R) + table1_figure2(R, out) + budget_tables(R) + budget_curve(R, out) + report_lines(results))
     if R.cfg.get("earlier_traces"):
         md += [f"\nTraces an earlier run left in this folder were moved to `{R.cfg['earlier_traces']}/`, with its "
                "figures and copies of its results.json and report.md; results.json's `trace_files` lists this run's."]

@@ -152,11 +152,11 @@ def node_facts(drafts: Drafts, trie, paths, offsets: list[int]) -> dict[str, lis
         pos.append(trie.depths[n] - (p.site or 0) - 1)
     if not rows:
         return {"block": block, "rank": [0], "prob": [1.0], "score": [0.0]}
-    logits = drafts.logits[torch.tensor(rows), torch.tensor(pos)].float()       # [nodes, V]
-    tok = torch.tensor(trie.tokens[1:], device=logits.device)
-    own = logits.gather(-1, tok[:, None])[:, 0]
-    lq = (own - torch.logsumexp(logits, -1)).tolist()
-    rank = (logits > own[:, None]).sum(-1).tolist()
+    ix = torch.tensor([rows, pos, trie.tokens[1:]], device=drafts.logits.device)  # one copy, one read back
+    logits = drafts.logits[ix[0], ix[1]].float()       # [nodes, V]
+    own = logits.gather(-1, ix[2][:, None])[:, 0]
+    lq, rank = torch.stack([own - torch.logsumexp(logits, -1), (logits > own[:, None]).sum(-1).to(own.dtype)]).tolist()
+    rank = [int(r) for r in rank]
     conf = confidences(drafts)
     est = lq if conf is None else [head_logq(0.0, 0.0, conf[r][j], True) for r, j in zip(rows, pos)]
     scores = path_scores(trie.parents, [0.0] + est)

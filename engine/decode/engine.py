@@ -12,7 +12,7 @@ from ..errors import InputError
 from ..models import Models, chat_ids, stop_token_ids
 from ..models.features import context_features
 from ..trie import Trie, build_trie
-from .config import DecodeConfig, auto_fields, validate
+from .config import DecodeConfig
 from .drafting import Drafts, block_offset, propose
 from .kv import ContextKV
 from .laws import target_law
@@ -27,9 +27,11 @@ class Engine:
     """Loaded models plus the model calls. Stateless between runs (per-run state is in Run and
     round.State), so one engine serves many runs, one after another or from several threads."""
 
-    def __init__(self, models: Models, draft_head_dtype: torch.dtype | None = torch.bfloat16):
-        """`draft_head_dtype`: the dtype of the drafter's vocabulary projection, its costliest
-        matmul (bf16: 3-7x cheaper on the CPU, and drafts need not be exact); None: the drafter's."""
+    def __init__(self, models: Models, draft_head_dtype: torch.dtype | str | None = "auto"):
+        """`draft_head_dtype`: the dtype of the drafter's vocabulary projection, its costliest matmul.
+        "auto": bf16 (3-7x cheaper on the CPU; drafts need not be exact) unless the user asked for a
+        drafter dtype (models.draft_dtype, --draft-dtype), which the projection then keeps too, so
+        `--draft-dtype float32` drafts what the reference loops draft; None: the drafter's own dtype."""
         self.models = models
         self.stop_ids = stop_token_ids(models.tokenizer, models.target.config)
         d, t = models.drafter, models.target
@@ -37,6 +39,7 @@ class Engine:
         # a path's length, anchor included: a drafter block of B inputs drafts B - offset tokens
         self.offset = block_offset(d) if d is not None else 1
         self.block_size = d.block_size + 1 - self.offset if d is not None else None
+        self.draft_dtype = self.draft_head_dtype = None
         if d is not None:
             self.mask_id = int(d.mask_token_id)
             self.embed_scale = float(_draft_value(d.config, "input_embedding_scale", 1.0))
@@ -46,7 +49,10 @@ class Engine:
             head = t.lm_head if hasattr(t, "lm_head") else t.get_output_embeddings()
             emb = t.get_input_embeddings().weight
             self.draft_embed = emb if emb.dtype == self.draft_dtype else emb.detach().to(self.draft_dtype)
-            hd = draft_head_dtype or self.draft_dtype
+            if draft_head_dtype == "auto":
+                draft_head_dtype = torch.bfloat16 if getattr(models, "draft_dtype", "auto") in ("auto", None, "") \
+                    else None
+            hd = self.draft_head_dtype = draft_head_dtype or self.draft_dtype
             if head.weight.dtype == hd and hd == self.draft_dtype:
                 self.draft_head = head
             else:
@@ -67,39 +73,14 @@ class Engine:
     def decode(self, ids: list[int]) -> str:
         return self.models.tokenizer.decode(ids, skip_special_tokens=True)
 
-    # -- runs -----------------------------------------------------------------------------------
-    def run(self, prompt_ids: list[int], cfg: DecodeConfig | None = None, budget=None):
-        """A Run over the prompt: iterate it for round records. `budget` (engine.decode.cost.Budget,
-        fresh per run: budget_for(engine, cfg)) is needed when cfg asks for "auto" shifted blocks or nodes."""
-        asked_block = (cfg or DecodeConfig()).block_size  # None: the drafter's own
-        cfg = validate(cfg or DecodeConfig(), self.block_size)
-        if not prompt_ids:
-            raise InputError("prompt", "is empty")
-        if budget is None and any(auto_fields(cfg)):
-            raise InputError("max_shifted" if auto_fields(cfg)[0] else "max_trie_nodes",
-                             "'auto' needs a budget: engine.decode.cost.budget_for(engine, cfg)")
-        limit = getattr(self.models.target.config, "max_position_embeddings", None)
-        if limit:
-            if len(prompt_ids) >= limit:
-                raise InputError("prompt", f"{len(prompt_ids)} tokens exceed the target's context "
-                                 f"of {limit}")
-            room = limit - len(prompt_ids) - 2 * (cfg.block_size if cfg.mode != "ar" else 1)
-            if room < 1 and cfg.mode != "ar":  # no max_new_tokens would fit: the blocks are what is too big
-                fit = (limit - len(prompt_ids) - cfg.max_new_tokens) // 2
-                whose = "the drafter's block size" if asked_block is None else "block size"
-                raise InputError("drafter" if asked_block is None else "block_size",
-                                 f"{whose} {cfg.block_size} does not fit: a round needs 2 x {cfg.block_size} "
-                                 f"positions after the prompt's {len(prompt_ids)} tokens, in a context of "
-                                 f"{limit}" + (f" (at most {fit} leaves room for {cfg.max_new_tokens} new tokens)"
-                                               if fit >= 2 else ""))
-            if cfg.max_new_tokens > room:
-                raise InputError("max_new_tokens", f"{cfg.max_new_tokens} does not fit: this "
-                                 f"prompt leaves room for at most {max(room, 0)} in a context of {limit}")
+    # -- runs (engine/decode/run.py owns them: checks, the loop, the trace) ------------------------
+    def run(self, prompt_ids: list[int], cfg: DecodeConfig | None = None, budget=None) -> Run:
+        """A Run over the prompt (Run(self, ...)): iterate it for round records."""
         return Run(self, prompt_ids, cfg, budget)
 
     def generate(self, prompt: str, cfg: DecodeConfig | None = None, budget=None) -> dict:
         """Run to the end; the trace dict."""
-        run = self.run(self.encode_prompt(prompt), cfg, budget)
+        run = Run(self, self.encode_prompt(prompt), cfg, budget)
         run.finish()
         return run.trace()
 
@@ -115,28 +96,36 @@ class Engine:
         # and verify() cuts their mask to the window instead.
         return DynamicCache() if self.window else DynamicCache(config=self.models.target.config)
 
-    def target_forward(self, ids, positions, mask, cache):
+    def target_forward(self, ids, positions, mask, cache, last_only: bool = False):
+        """(fp32 logits, drafter features); `last_only`: the last position's logits alone (a prefill reads
+        no other: a 2,000-token prompt over a 152 k vocabulary would make 1.2 GB of them)."""
+        keep = {"logits_to_keep": 1} if last_only else {}
         with context_features(self.models.target, self.layer_ids) as features:
             out = self.models.target(input_ids=ids, position_ids=positions, attention_mask=mask,
-                                     past_key_values=cache, use_cache=True)
+                                     past_key_values=cache, use_cache=True, **keep)
         return out.logits.float(), features(out.logits)
 
     def prefill(self, prompt_ids: list[int]):
-        """(logits, features, cache) of the prompt: the cache then holds positions < len(prompt)."""
+        """(the last position's logits [1, V], features, cache) of the prompt: the cache then holds
+        positions < len(prompt)."""
         dev = self.models.device
         cache = self.new_cache()
         ids = torch.tensor([list(prompt_ids)], device=dev)
-        logits, feats = self.target_forward(ids, torch.arange(len(prompt_ids), device=dev)[None], None, cache)
+        logits, feats = self.target_forward(ids, torch.arange(len(prompt_ids), device=dev)[None], None, cache,
+                                            last_only=True)
         return logits[0], feats[0], cache
 
-    def verify(self, trie: Trie, s: int, cache):
-        """One target forward over all trie nodes: each sees the cached prefix and its ancestors."""
+    def verify(self, trie: Trie, s: int, cache, masks: "TreeMask | None" = None):
+        """One target forward over all trie nodes: each sees the cached prefix and its ancestors.
+        `masks`: the run's mask buffer (a round writes its tree block into it; None: a fresh mask)."""
         dev, dt = self.models.device, self.models.dtype
         n = len(trie)
         ids = torch.tensor([trie.tokens], device=dev)
         depths = torch.tensor(trie.depths, device=dev)
         mask = None
-        if n > 1:
+        if n > 1 and masks is not None and not self.window:
+            mask = masks.mask(trie.parents, s, dt, dev)
+        elif n > 1:
             visible = torch.cat([torch.ones(n, s, dtype=torch.bool, device=dev),
                                  tree_mask(trie.parents, max(trie.depths), dev)], 1)
             mask = additive(visible, dt)
@@ -198,6 +187,11 @@ class Engine:
         if p.backbone is not None:
             backbone = torch.cat([block[:, :1], p.backbone], 1).tolist()
         return Drafts(block.tolist(), p.logits, p.probs, p.confidence, backbone)
+
+    @staticmethod
+    def new_masks() -> "TreeMask":
+        """A run's verify mask buffer (round.State keeps it)."""
+        return TreeMask()
 
     def pick(self, logits: torch.Tensor, T: float, gen) -> int:
         """The target's token: argmax at T=0, else one sample at temperature T."""
@@ -281,3 +275,37 @@ def tree_mask(parents: list[int], depth: int, device=None) -> torch.Tensor:
         mask[rows, hop] = True
         hop = up[hop]
     return mask
+
+
+class TreeMask:
+    """A run's additive verify mask, kept between rounds as DDTree keeps one: zero (visible) over the
+    committed prefix; a round writes only its tree block (columns s..s+n) from each node's ancestors,
+    listed incrementally (a node's are its parent's and itself), and clears the block before it. The
+    buffer grows (doubling) when a round needs more rows or columns."""
+
+    def __init__(self):
+        self.buf: torch.Tensor | None = None
+        self.last: tuple[int, int] | None = None     # (s, n) of the block written last
+
+    def mask(self, parents: list[int], s: int, dtype: torch.dtype, device) -> torch.Tensor:
+        n = len(parents)
+        buf = self.buf
+        if buf is None or buf.dtype != dtype or buf.device != torch.device(device) or \
+                buf.shape[2] < n or buf.shape[3] < s + n:
+            rows = max(n, 2 * buf.shape[2] if buf is not None else 32)
+            cols = max(s + n, 2 * buf.shape[3] if buf is not None else 512)
+            buf = self.buf = torch.zeros(1, 1, rows, cols, dtype=dtype, device=device)
+        elif self.last is not None:
+            ls, ln = self.last
+            buf[0, 0, :ln, ls: ls + ln] = 0
+        rows, cols, anc = [], [], []
+        for i, p in enumerate(parents):
+            a = (anc[p] if p >= 0 else []) + [i]
+            anc.append(a)
+            rows += [i] * len(a)
+            cols += a
+        block = buf[0, 0, :n, s: s + n]
+        block.fill_(torch.finfo(dtype).min)
+        block[torch.tensor(rows, device=device), torch.tensor(cols, device=device)] = 0
+        self.last = (s, n)
+        return buf[:, :, :n, : s + n]

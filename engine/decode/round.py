@@ -29,23 +29,26 @@ from ..tree import best_nodes, prune, tree_proposal
 from ..trie import accept, retained_path
 from .drafting import confidences, node_facts, ranked
 from .kv import ContextKV
-from .laws import TorchLaws, target_law
+from .laws import Law, TorchLaws, target_law
 
 TOP_K = 32            # ranked candidates per position for trees: a rank-r node needs r siblings before it
 AUTO_MAX_NODES = 96   # the tree the budget chooses from (the profile measures verify calls up to 128)
 
 
 class ModelCalls(Protocol):
-    """What a round needs of the Engine (engine.py): its model calls and clock. Named here, not imported, so
-    that round.py does not import engine.py, which imports run.py, which imports this module."""
+    """What a round needs of the Engine (engine.py): its model calls and a clock synchronised with them. Named
+    here, not imported, so that round.py does not import engine.py, which imports run.py, which imports this module."""
     models: object
+    block_size: int | None
+    stop_ids: list[int]
 
     def sync_time(self) -> float: ...
-    def prefill(self, prompt_ids: list[int]): ...
-    def draft(self, ctx, ctx_new, R, anchors: list[int], s: int, L: int, T: float, gen, argmax: bool): ...
-    def verify(self, trie, s: int, cache): ...
+    def prefill(self, prompt_ids: list[int]) -> tuple: ...
+    def draft(self, ctx, ctx_new, R, anchors, s: int, L: int, T: float, gen, argmax: bool): ...
+    def verify(self, trie, s: int, cache, masks=None) -> tuple: ...
     def compact(self, cache, s: int, chain: list[int]) -> None: ...
-    def pick(self, logits, temperature: float, gen) -> int: ...
+    def pick(self, logits: torch.Tensor, T: float, gen) -> int: ...
+    def new_masks(self): ...
 
 
 @dataclass
@@ -63,6 +66,7 @@ class State:
     gen: torch.Generator          # target and draft sampling
     rng: random.Random            # the "random" attachment rule
     done: bool = False
+    masks: object = None          # the run's verify mask buffer (engine.TreeMask), written in place
 
 
 @dataclass(frozen=True)
@@ -90,11 +94,13 @@ def start(eng: ModelCalls, prompt_ids: list[int], rc: RoundConfig, seed: int) ->
     first = eng.pick(logits[-1], rc.temperature, gen)
     done = first in rc.stops or rc.max_len - len(prompt_ids) <= 1
     return first, State(list(prompt_ids) + [first], cache, ContextKV(), feats, feats[:0], [], gen,
-                        random.Random(seed), done)
+                        random.Random(seed), done, eng.new_masks())
 
 
 def decode_round(eng: ModelCalls, st: State, rc: RoundConfig, index: int) -> tuple[dict, State]:
-    """Round `index` from state `st`: (its record, the next state)."""
+    """Round `index` from state `st`: (its record, the next state). The record's `stages_ms` says where
+    the round's time went: draft, build (attach and merge, or grow the tree), verify, accept (and commit,
+    retain), record (this record); `round_ms` is their sum with the gaps between."""
     t0 = eng.sync_time()
     s = len(st.x) - 1
     L = min(rc.block_size, rc.max_len - s)             # the last blocks shrink to max_new_tokens
@@ -106,12 +112,12 @@ def decode_round(eng: ModelCalls, st: State, rc: RoundConfig, index: int) -> tup
             node_cap = node_cap or (None if rc.auto_nodes else chain_cap)
     offsets = offsets[:k_cap] if isinstance(k_cap, int) else offsets
 
-    draft_ms, drafts = 0.0, None
+    drafts, td = None, t0
     if L >= 2:  # 1. draft: the baseline and every g(d) in one call
         anchors = [st.x[s]] + [st.a_d[d - 1] for d in offsets]
         drafts = eng.draft(st.ctx, st.ctx_new, st.R[: len(offsets)], anchors, s, L, rc.temperature,
                            st.gen, rc.argmax_drafts)
-        draft_ms = (eng.sync_time() - t0) * 1e3
+        td = eng.sync_time()
         baseline, shifted = drafts.tokens[0], dict(zip(offsets, drafts.tokens[1:]))
     else:
         baseline, shifted = [st.x[s]], {}
@@ -124,20 +130,24 @@ def decode_round(eng: ModelCalls, st: State, rc: RoundConfig, index: int) -> tup
         chosen.update(why)
 
     tv = eng.sync_time()  # 3. verify every node in one target call
-    logits, feats = eng.verify(trie, s, st.cache)
-    verify_ms = (eng.sync_time() - tv) * 1e3
+    logits, feats = eng.verify(trie, s, st.cache, st.masks)
+    ta = eng.sync_time()
     top1 = logits.argmax(-1).tolist()
-    sampled: dict[int, int] = {}
-
-    def target_token(node: int) -> int:  # y at a node: argmax, or one sample per node at T > 0
-        if node not in sampled:
-            sampled[node] = top1[node] if rc.temperature == 0 else eng.pick(logits[node], rc.temperature, st.gen)
-        return sampled[node]
-
+    q = drafts.q() if drafts is not None else None      # the record's, and the walk's first look-ups
     # 4. accept. Drafts without a law (argmax drafts; trees, which are built from the ranking) are
     # point masses, for which speculative sampling is sample-and-match: only sampled drafts use it.
-    if rc.temperature > 0 and rc.acceptance == "speculative" and drafts is not None and drafts.probs is not None:
-        chain, bonus = speculative(paths, trie, logits, drafts.probs, [0] + offsets, rc.temperature, st.gen)
+    T, samples = rc.temperature, None
+
+    def target_token(node: int) -> int:  # y at a node: argmax, or at T > 0 one sample per node (all drawn at once)
+        nonlocal samples
+        if T == 0:
+            return top1[node]
+        if samples is None:
+            samples = torch.multinomial(target_law(logits, T), 1, generator=st.gen)[:, 0].tolist()
+        return samples[node]
+
+    if T > 0 and rc.acceptance == "speculative" and drafts is not None and drafts.probs is not None:
+        chain, bonus = speculative(paths, trie, logits, drafts, q, [0] + offsets, T, st.gen)
     else:
         chain, bonus = accept(trie, target_token)
     eng.compact(st.cache, s, chain)  # keep only the accepted nodes' K/V
@@ -146,10 +156,18 @@ def decode_round(eng: ModelCalls, st: State, rc: RoundConfig, index: int) -> tup
     # 5. retain: the first path through the accepted chain, its nodes past the chain
     rest = trie.path_nodes[retained_path(trie, chain)][len(chain):]
     a_d = [target_token(n) for n in rest]
+    nxt = replace(st, x=st.x + new, ctx_new=feats[chain], R=feats[rest], a_d=a_d, done=done)
+    tr = eng.sync_time()
+    stages = {"draft": (td - t0) * 1e3, "build": (tv - td) * 1e3, "verify": (ta - tv) * 1e3,
+              "accept": (tr - ta) * 1e3}
     rec = round_record(index, s, L, baseline, shifted, info, paths, trie, chain, bonus, new, top1,
-                       len(rest), draft_ms, verify_ms, (eng.sync_time() - t0) * 1e3, facts, chosen,
-                       drafts.q() if drafts is not None else None, head_notes(drafts, offsets))
-    return rec, replace(st, x=st.x + new, ctx_new=feats[chain], R=feats[rest], a_d=a_d, done=done)
+                       len(rest), stages["draft"], stages["verify"], 0.0, facts,
+                       chosen, q, head_notes(drafts, offsets))
+    te = eng.sync_time()
+    stages["record"] = (te - tr) * 1e3
+    rec["stages_ms"] = {k: round(v, 3) for k, v in stages.items()}
+    rec["round_ms"] = round((te - t0) * 1e3, 3)
+    return rec, nxt
 
 
 def assemble_round(rc: RoundConfig, baseline: list[int], shifted: dict[int, list[int]], drafts, offsets, rng,
@@ -177,14 +195,31 @@ def fit_nodes(budget, paths, trie, facts, drafted: int):
     return trie, facts, why
 
 
-def speculative(paths: list, trie, logits: torch.Tensor, probs: torch.Tensor, sources: list[int],
+def speculative(paths: list, trie, logits: torch.Tensor, drafts, q: list[list[float]], sources: list[int],
                 T: float, gen: torch.Generator) -> tuple[list[int], int]:
     """Speculative sampling with p = the target's law at T at each node and q = the law each draft
-    was drawn from (row r of the drafter call drafted g(sources[r]): probs[r])."""
+    was drawn from (row r of the drafter call drafted g(sources[r]): drafts.probs[r]). What the walk
+    reads first is looked up before it in one batch (laws.py): p at each node of its children's tokens,
+    and each draft's q of its own token (`q`, the record's)."""
     row = {d: r for r, d in enumerate(sources)}
-    return speculative_accept(trie, [p.source for p in paths], [p.draws for p in paths],
-                              lambda node: target_law(logits[node], T), lambda d, j: probs[row[d], j - 1],
-                              TorchLaws(gen))
+    P = target_law(logits, T)
+    edge = []
+    if len(trie) > 1:
+        ix = torch.tensor([trie.parents[1:], trie.tokens[1:]], device=P.device)
+        edge = P[ix[0], ix[1]].tolist()
+    known: dict[int, dict[int, float]] = {}
+    for c in range(1, len(trie)):
+        known.setdefault(trie.parents[c], {})[trie.tokens[c]] = edge[c - 1]
+
+    def target(node: int) -> Law:
+        return Law(lambda: P[node], dict(known.get(node, {})))
+
+    def law_of(d: int, j: int) -> Law:
+        r = row[d]
+        return Law(lambda: drafts.probs[r, j - 1], {drafts.tokens[r][j]: q[r][j - 1]})
+
+    return speculative_accept(trie, [p.source for p in paths], [p.draws for p in paths], target, law_of,
+                              TorchLaws(gen, len(trie)))
 
 
 def head_notes(drafts, offsets: list[int]) -> dict:

@@ -1,4 +1,5 @@
-"""A run: the prefill, then rounds (round.decode_round) until a stop token, max_new_tokens or stop()."""
+"""A run: its checks, the prefill, then rounds (round.decode_round) until a stop token, max_new_tokens or
+stop(), and its trace. The Engine (engine.py) only makes the model calls a round asks for."""
 from __future__ import annotations
 
 import threading
@@ -9,15 +10,48 @@ import torch
 from ..errors import InputError
 from ..options import TREE_MODES
 from ..trace import make_trace, run_stats, trace_config
-from .config import DecodeConfig, auto_fields
+from .config import DecodeConfig, auto_fields, validate
 from .interrupt import Interrupted, make_interruptible, watching
-from .round import RoundConfig, decode_round, start
+from .round import ModelCalls, RoundConfig, decode_round, start
+
+
+def check_run(engine: ModelCalls, prompt_ids: list[int], cfg: DecodeConfig | None, budget) -> DecodeConfig:
+    """The config checked against the models and the prompt (the target's context): its normalised copy,
+    or InputError naming what is wrong. `budget` (engine.decode.cost.Budget, fresh per run:
+    budget_for(engine, cfg)) is needed when cfg asks for "auto" shifted blocks or nodes."""
+    asked_block = (cfg or DecodeConfig()).block_size  # None: the drafter's own
+    cfg = validate(cfg or DecodeConfig(), engine.block_size)
+    if not prompt_ids:
+        raise InputError("prompt", "is empty")
+    if budget is None and any(auto_fields(cfg)):
+        raise InputError("max_shifted" if auto_fields(cfg)[0] else "max_trie_nodes",
+                         "'auto' needs a budget: engine.decode.cost.budget_for(engine, cfg)")
+    limit = getattr(engine.models.target.config, "max_position_embeddings", None)
+    if limit:
+        if len(prompt_ids) >= limit:
+            raise InputError("prompt", f"{len(prompt_ids)} tokens exceed the target's context "
+                             f"of {limit}")
+        room = limit - len(prompt_ids) - 2 * (cfg.block_size if cfg.mode != "ar" else 1)
+        if room < 1 and cfg.mode != "ar":  # no max_new_tokens would fit: the blocks are what is too big
+            fit = (limit - len(prompt_ids) - cfg.max_new_tokens) // 2
+            whose = "the drafter's block size" if asked_block is None else "block size"
+            raise InputError("drafter" if asked_block is None else "block_size",
+                             f"{whose} {cfg.block_size} does not fit: a round needs 2 x {cfg.block_size} "
+                             f"positions after the prompt's {len(prompt_ids)} tokens, in a context of "
+                             f"{limit}" + (f" (at most {fit} leaves room for {cfg.max_new_tokens} new tokens)"
+                                           if fit >= 2 else ""))
+        if cfg.max_new_tokens > room:
+            raise InputError("max_new_tokens", f"{cfg.max_new_tokens} does not fit: this "
+                             f"prompt leaves room for at most {max(room, 0)} in a context of {limit}")
+    return cfg
 
 
 class Run:
-    """One generation: iterate to get round records as they are verified; `.result` at the end."""
+    """One generation: iterate to get round records as they are verified; `.result` at the end.
+    Construction checks the config (check_run) and raises InputError before any model call."""
 
-    def __init__(self, engine, prompt_ids: list[int], cfg: DecodeConfig, budget=None):
+    def __init__(self, engine: ModelCalls, prompt_ids: list[int], cfg: DecodeConfig | None = None, budget=None):
+        cfg = check_run(engine, prompt_ids, cfg, budget)
         self.engine, self.prompt_ids, self.cfg = engine, list(prompt_ids), cfg
         self.rounds: list[dict] = []
         self.output_ids: list[int] = []
@@ -59,8 +93,11 @@ class Run:
         m, cfg = self.engine.models, self.cfg
         block = self.rounds[0]["block_size"] if self.rounds and cfg.mode != "ar" \
             else (cfg.block_size or (m.drafter.block_size if m.drafter else 1))
+        name = lambda dt: str(dt).replace("torch.", "") if dt is not None else None  # noqa: E731
+        eng = self.engine
         return trace_config(asdict(cfg), target=m.target_name, drafter=m.drafter_name, device=str(m.device),
-                            dtype=str(m.dtype).replace("torch.", ""), block_size=block)
+                            dtype=name(m.dtype), block_size=block, draft_dtype=name(getattr(eng, "draft_dtype", None)),
+                            draft_head_dtype=name(getattr(eng, "draft_head_dtype", None)))
 
     def trace(self) -> dict:
         """The run's trace; InputError("run") for a run stopped in its prefill (no token to trace)."""

@@ -37,6 +37,7 @@ class Models:
     dtype: torch.dtype
     target_name: str
     drafter_name: str
+    draft_dtype: str = "auto"     # as asked (--draft-dtype): "auto" lets the Engine pick the vocabulary projection's
 
 
 def chat_ids(tokenizer, prompt: str) -> list[int]:
@@ -377,4 +378,4 @@ def load_models(target: str | None = None, drafter: str | None = None, device: s
     tname = target or EMBEDDED_NAME
     tgt, tok = load_target(tname, dev, dt, trust_remote_code)
     drf, dname = load_drafter(drafter, tgt, dev, ddt, tname, trust_remote_code)
-    return Models(tgt, tok, drf, dev, dt, tname, dname)
+    return Models(tgt, tok, drf, dev, dt, tname, dname, draft_dtype or "auto")
