@@ -160,13 +160,13 @@ def tree_proposal(baseline: list[int], shifted: dict[int, list[int]], ranked: li
     tree = best_first(baseline[0], sources, max(nodes - 1, 0), depth_cap, ranker)
     paths, ends = [], []
     for leaf in leaf_order(tree):
-        src, nodes = sources[tree.sources[leaf]], tree.path(leaf)
-        paths.append(Path(src.d, src.site if src.d else None, [tree.tokens[n] for n in nodes]))
-        ends.append(nodes)
+        src, chain = sources[tree.sources[leaf]], tree.path(leaf)
+        paths.append(Path(src.d, src.site if src.d else None, [tree.tokens[n] for n in chain]))
+        ends.append(chain)
     trie = build_trie([p.tokens for p in paths])
     of = [0] * len(trie)                           # trie node -> tree node
-    for nodes, trie_nodes in zip(ends, trie.path_nodes):
-        for a, b in zip(nodes, trie_nodes):
+    for chain, trie_nodes in zip(ends, trie.path_nodes):
+        for a, b in zip(chain, trie_nodes):
             of[b] = a
     scores = tree_scores(tree, sources, ranker)
     facts = {"block": [sources[tree.sources[n]].d for n in of], "rank": [tree.ranks[n] for n in of],
