@@ -98,8 +98,9 @@ def test_first_view_is_the_most_instructive_round(page):
                  "g(d) ✗ why"):
         assert mark in legend, mark
     labels = page.evaluate("() => [...document.querySelectorAll('#rx-round-plot .ytick text')].map(e => e.textContent)")
-    rows = [t for t in labels if t != "g(0)"]
+    rows = [t for t in labels if t != "g(0)" and t.startswith("g(")]  # the strip above g(0) and the fold aside
     assert "g(0)" in labels and rows and all(re.match(r"g\(\d+\) (at \d+|✗ )", t) for t in rows), labels
+    assert all(re.match(r"✗ \d+ .+ [▸▾]$", t) for t in labels if t.startswith("✗")), labels
     # example prompts say what they are
     assert page.get_by_text("code: Fibonacci").count() == 1
 
