@@ -150,6 +150,11 @@ if (!window.__rxNavBound) {  // on the document: the buttons may mount after thi
   document.addEventListener('click', (e) => {
     const b = e.target.closest && e.target.closest('#rx-next, #rx-prev');
     if (b && !window.__rxNoCache) step(b.id === 'rx-next' ? 1 : -1);
+    // stepping through a round: its sentence at the top of the screen, the figure under it
+    if (e.target.closest && e.target.closest('#rx-phase-next, #rx-phase-prev')) {
+      const cap = document.querySelector('#rx-caption');
+      if (cap && cap.getBoundingClientRect().top > 80) cap.scrollIntoView({block: 'start'});
+    }
   }, true);
   // left / right arrows step rounds, down / up the step-through's phases, unless a text box, list or slider
   // has the keys

@@ -37,6 +37,17 @@ def attachment(trace: dict, k: int, state: dict) -> str:
     rec = trace["rounds"][k]
     if not rec.get("shifted"):
         return ""
+    if state.get("att_of") != view_key(state) or trace.get("complete") is False:  # kept per finished trace
+        state["att_of"], state["att"] = view_key(state), {}
+    if k in state["att"]:
+        return state["att"][k]
+    html = _attachment(trace, k, state)
+    if len(state["att"]) < 512:
+        state["att"][k] = html
+    return html
+
+
+def _attachment(trace: dict, k: int, state: dict) -> str:
     starts = round_starts(state)
     after = (trace.get("output_ids") or [])[starts[k]:] if trace.get("complete", True) else None
     try:

@@ -111,8 +111,9 @@ def test_first_view_is_the_most_instructive_round(page):
                  "g(d) ✗ why"):
         assert mark in legend, mark
     labels = page.evaluate("() => [...document.querySelectorAll('#rx-round-plot .ytick text')].map(e => e.textContent)")
-    rows = [t for t in labels if t != "g(0)"]
+    rows = [t for t in labels if t != "g(0)" and t.startswith("g(")]  # the strip above g(0) and the fold aside
     assert "g(0)" in labels and rows and all(re.match(r"g\(\d+\) (at \d+|✗ )", t) for t in rows), labels
+    assert all(re.match(r"✗ \d+ .+ [▸▾]$", t) for t in labels if t.startswith("✗")), labels
     # example prompts say what they are
     assert page.get_by_text("code: Fibonacci").count() == 1
 
@@ -373,8 +374,8 @@ def test_go_to_token_is_emptied_by_another_trace_or_a_run(app, browser):
                          " return m !== b && /\\bdone\\b/.test(m); }", arg=before, timeout=120000)
     assert pg.input_value(token_no) == ""
     pg.locator("#rx-text-box span[data-r='1']").first.click()      # a token of this run's text
-    wait_caption(pg, "Round 1 ")
-    assert pg.input_value(token_no) != ""
+    wait_caption(pg, "Round 1 ")  # (the run may open on round 1: the click's answer is the number in the box)
+    pg.wait_for_function("s => document.querySelector(s)?.value !== ''", arg=token_no, timeout=20000)
     if not EXAMPLES:
         pg.close()
         return
