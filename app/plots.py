@@ -140,7 +140,7 @@ def _grid_rows(rec: dict, depth_cap: int | None = None) -> list[dict]:
 
 
 def retained_path(rec: dict) -> tuple[list[int], int]:
-    """(tokens, accepted drafts) of P*, the first path whose prefix is the accepted chain (ALGORITHM.md section 4):
+    """(tokens, accepted drafts) of P*, the first path whose prefix is the accepted chain (docs/algorithm.md, step 6):
     its tokens past the accepted ones are the rejected suffix whose states the next round keeps."""
     trie = rec["trie"]
     chain = [int(trie["tokens"][int(n)]) for n in rec.get("accepted_nodes", [0])]

@@ -16,7 +16,7 @@ import pytest
 
 from app_fixtures import OUTPUT, REPO, real_trace
 from test_app_browser import JS_ROUND_SETTLED
-from test_app_teaching import app, page  # noqa: F401  (the fixtures: the tiny app, one page at 1280x720)
+from test_app_round_inspector import app, page  # noqa: F401  (the fixtures: the tiny app, one page at 1280x720)
 
 pytest.importorskip("playwright.sync_api")  # the browser fixture (conftest.py) drives it
 
