@@ -1,4 +1,4 @@
-"""How long Run.stop() takes to end a run at the node bound (python tests/stoplatency.py [MODE NODES]).
+"""How long Run.stop() takes to end a run at the node bound (python -m engine.bench.stoplatency [MODE NODES]).
 
 The embedded target and its shipped drafter, mode ddtree at engine.options.MAX_TRIE_NODES (every round verifies
 that many nodes): stop() is called from another thread at several points inside rounds; prints the time from
