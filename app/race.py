@@ -115,7 +115,8 @@ class Race:
         """Run the lanes one after another, streaming each; then the replay and the export."""
         st = st if isinstance(st, dict) else session.new_state()
         self.sessions.touch(st)
-        p, _, _, _, _, n, _, _ = parse_inputs(prompt, REFERENCE, "earliest", 0.0, 0, max_new)
+        settings = parse_inputs(prompt, REFERENCE, "earliest", 0.0, 0, max_new)
+        p, n = settings.prompt, settings.max_new_tokens
         if n > RACE_MAX_NEW:
             raise bad_input(f"Max new tokens: a race runs at most {RACE_MAX_NEW}, got {n}")
         labels = check_lanes(lanes)

@@ -60,7 +60,7 @@ def test_app_controls_refuse_above_the_cap():
         parse_inputs("hi", "ddtree", "earliest", 0, 0, 8, "all", "8192")
     with pytest.raises(gr.Error, match=f"Shifted blocks: must be at most {MAX_SHIFTED}"):
         parse_inputs("hi", "reanchor", "earliest", 0, 0, 8, "100", "all")
-    assert parse_inputs("hi", "ddtree", "earliest", 0, 0, 8, "all", str(MAX_TRIE_NODES))[-1] == MAX_TRIE_NODES
+    assert parse_inputs("hi", "ddtree", "earliest", 0, 0, 8, "all", str(MAX_TRIE_NODES)).max_trie_nodes == MAX_TRIE_NODES
 
 
 def test_all_nodes_is_cut_at_the_bound_and_stays_lossless(monkeypatch):
@@ -132,7 +132,7 @@ def test_app_run_stops_at_the_time_limit(monkeypatch):
 
     eng = Engine(scripted_models()[0])
     monkeypatch.setattr(session, "RUN_SECONDS", 0.0)
-    run, ids = runs.start_run(eng, "ab", "reanchor", "earliest", 0.0, 0, 400, None, None)
+    run, ids = runs.start_run(eng, runs.Settings("ab", "reanchor", "earliest", 0.0, 0, 400, None, None))
     got = list(runs.stream_run(eng, run, ids, {"mode": "reanchor"}))
     assert run.result["stopped"] and len(run.output_ids) < 400
     assert len(got) <= 1
