@@ -25,7 +25,7 @@ PROMPTS = [{"id": "p/1", "prompt": "abc dea, fig?"}, {"id": "p2", "prompt": "jig
            {"id": "p3", "prompt": "a bag, a cab."}, {"id": "p4", "prompt": "dig deep, jab."}]
 LABELS = ["ar", "dflash", "reanchor", "reanchor-all"]
 TIMING = {"wall_s", "tokens_per_s", "speedup_vs_ar", "speed_vs_dflash", "draft_ms", "verify_ms", "round_ms",
-          "load_s", "date", "hardware", "torch"}   # times, and the machine (unknown when all was resumed)
+          "load_s", "stages_ms", "date", "hardware", "torch"}   # times, and the machine (unknown when all was resumed)
 SWEEP_ONLY = {"ray", "workers", "resume", "out", "failed", "sweep"}   # config keys a sweep adds or sets
 
 

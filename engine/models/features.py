@@ -9,6 +9,7 @@ hidden_states[l + 1] for every layer a drafter's config may name.
 """
 from __future__ import annotations
 
+import threading
 from contextlib import contextmanager
 from typing import Callable, Iterator
 
@@ -23,13 +24,18 @@ def _body(target):
 @contextmanager
 def context_features(target, layer_ids: list[int]) -> Iterator[Callable[[torch.Tensor], torch.Tensor]]:
     """Within the block, forwards of `target` record the requested layers' outputs; the yielded function
-    returns them concatenated (the last dimension), or `like[..., :0]` when no layer is requested."""
+    returns them concatenated (the last dimension), or `like[..., :0]` when no layer is requested. Only this
+    thread's forwards are recorded: one Engine serves runs from several threads, and a hook on the shared
+    target sees every thread's forwards."""
     body = _body(target)
     layers, got = body.layers, {}
     last = len(layers) - 1
+    owner = threading.get_ident()
 
     def keep(l: int):
         def hook(_module, _args, out):
+            if threading.get_ident() != owner:
+                return
             h = out[0] if isinstance(out, tuple) else out
             got[l] = body.norm(h) if l == last else h   # hidden_states[-1] is the normed output
         return hook
