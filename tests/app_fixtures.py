@@ -196,10 +196,10 @@ def launched_app(args: list[str], tmp_path_factory, wait_model: bool = False, en
         proc.stop()
 
 
-def launched_tiny_app(tmp_path_factory, context: int | None = None):
+def launched_tiny_app(tmp_path_factory, context: int | None = None, extra: tuple[str, ...] = ()):
     """Yields `python -m app` serving the tiny Qwen3 target and drafter (a module fixture's body)."""
     target, drafter = save_tiny_folders(tmp_path_factory.mktemp("tiny"), context=context)
-    yield from launched_app(["--target", str(target), "--drafter", str(drafter)], tmp_path_factory)
+    yield from launched_app(["--target", str(target), "--drafter", str(drafter), *extra], tmp_path_factory)
 
 
 def chromium_or_skip():

@@ -100,7 +100,8 @@ def go_to_round(w: Watched, i: int) -> None:
 @pytest.fixture(scope="module")
 def app(tmp_path_factory):
     chromium_or_skip()
-    yield from launched_tiny_app(tmp_path_factory, context=4096)
+    # a run of thousands of tokens outlasts the app's default per-run time limit (60 s)
+    yield from launched_tiny_app(tmp_path_factory, context=4096, extra=("--run-seconds", "1800"))
 
 
 def test_long_run_in_browser(app):
