@@ -169,8 +169,7 @@ def test_d_example_box_empties_when_a_run_replaces_the_view(page):
 
 
 def test_b_compare_then_example_trace_empties_compare(page, tmp_path):
-    page.fill("#rx-prompt textarea", "hi, j.")   # a short comparison, whatever ran before
-    page.fill("#rx-max-new input", "12")
+    run(page, "hi, j.", 12)   # Compare reruns the trace shown: a short run of this app's models
     page.get_by_text("Compare: a second run").click()
     page.click("#rx-cmp-run")
     page.wait_for_function(
