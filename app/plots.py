@@ -454,8 +454,8 @@ def _trie_traces(rec: dict, token_texts: dict, style: Style, positions: int | No
     if kept:
         data.append({"type": "scatter", "x": [s + depths[n] for n in kept], "y": [trie_y[n] for n in kept],
                      "mode": "markers", "name": "retained", "meta": "retained", "hoverinfo": "text",
-                     "hovertext": [plotly_text(f"retained for the next round: the state at pos {s + depths[n]} "
-                                               f"(rejected draft {tok_full(token_texts, trie['tokens'][n])})")
+                     "hovertext": [f"retained for the next round: the state at pos {s + depths[n]} "  # tok_full: escaped
+                                   f"(rejected draft {tok_full(token_texts, trie['tokens'][n])})"
                                    for n in kept],
                      "xaxis": "x2", "yaxis": "y2",
                      "marker": {"symbol": "circle-open", "size": 22, "color": RETAIN_COLOR,

@@ -259,7 +259,7 @@ def test_every_plotly_string_is_escaped_once():
     cmp = views.compare_views(st)
     figs = [json.loads(cmp[i].to_json()) for i in (1, 3, 4, 5)]
     figs += [json.loads(views.round_outputs(st, i)[2])["fig"] for i in range(len(t["rounds"]))]
-    figs += [json.loads(plots.empty_figure(f"no: {EVIL}\nsecond line").to_json())]
+    figs += [json.loads(plots.empty_figure(f"no: a & b <b> {EVIL}\nsecond line").to_json())]
     texts = [s for f in figs for s in _strings(f)]
     for s in texts:
         bare = OUR_TAGS.sub("", s)
@@ -267,6 +267,8 @@ def test_every_plotly_string_is_escaped_once():
         assert "&amp;amp;" not in s and "&amp;lt;" not in s, s  # escaped once
     assert any("&lt;a href=" in s for s in texts)
     assert any("a &amp; b &lt;b&gt;" in s for s in texts)
+    # Compare names a mode or rule the engine does not know "unknown" (the security review's rule): never the markup
+    assert any("this run: unknown / unknown" in s for s in texts)
     assert any(s.endswith("click&lt;/a&gt;<br>second line") for s in texts)  # a newline is our <br>
 
 
@@ -429,8 +431,9 @@ def test_markup_in_config_reaches_compare_escaped(app, tmp_path):
     assert "loaded trace" in _upload(c, str(p))[METRICS]
     out = c.predict("dflash", "earliest", api_name="/compare")
     texts = [s for v in out[1:6] if isinstance(v, dict) for s in _strings(json.loads(v["plot"]))]
-    assert any("this run: &lt;a href=" in s for s in texts) and any("unknown mode" in s for s in texts)
-    assert not any("<a " in s or "<b>all" in s for s in texts)
+    # Compare names a mode or rule the engine does not know "unknown" (the security review's rule), never the markup
+    assert any("this run: unknown / unknown" in s for s in texts) and any("unknown mode" in s for s in texts)
+    assert not any("<a " in s or "<b>all" in s or "evil.example" in s for s in texts)
 
 
 def test_scripts_stream_and_show_as_written(app, scripted):
@@ -557,5 +560,5 @@ def test_in_the_browser_scripts_show_and_markup_stays_text(app, tmp_path):
             ((a.getAttribute('href') || '') + (a.getAttribute('xlink:href') || '')).includes('evil.example')).length""")
         assert links == 0
         title = page.text_content("#rx-cmp-a-timeline .gtitle")
-        assert title == "this run: <a href='https://evil.example/'>click</a> / <b>all</b>"  # shown as text
+        assert title == "this run: unknown / unknown"  # the engine's words only: the markup is not shown, nor drawn
         browser.close()

@@ -36,6 +36,6 @@ def test_a_loaded_trace_shows_no_control_anywhere_on_the_page():
     st = session.new_state()
     st.update(trace=t)
     out = json.dumps([o if isinstance(o, (str, int, float, type(None))) else str(o)
-                      for o in views.show_trace(st, 1)[1:]], ensure_ascii=False)
+                      for o in views.ordered(views.show_trace(st, 1))[1:]], ensure_ascii=False)
     assert not set(out) & set(CONTROLS)
     assert "U+202E" in out and "U+2067" in out
