@@ -98,6 +98,7 @@ def test_d_no_old_tau_next_to_running(page):
 def test_b_compare_uses_the_trace_shown(page):
     """After a run of 12 tokens on "hi, j.", another prompt and length in the boxes: Compare runs the shown trace's
     prompt and settings (12 tokens), not the boxes' (it compared another prompt and length without a word)."""
+    run(page, "hi, j.", 12)   # each test has a fresh page: the trace shown is this run's
     page.fill("#rx-prompt textarea", "a b c d e f g")
     page.fill("#rx-max-new input", "20")
     page.get_by_text("Compare: a second run").click()
@@ -120,6 +121,7 @@ def test_b_compare_on_an_example_trace_with_an_empty_prompt_box(page):
     page.get_by_role("option", name=EXAMPLES[0].stem).click()
     wait_metrics(page, "example trace", 20000)
     page.fill("#rx-prompt textarea", "")
+    page.get_by_text("Compare: a second run").click()
     page.click("#rx-cmp-run")
     page.wait_for_selector(".toast-body", timeout=20000)
     toast = page.inner_text(".toast-body")

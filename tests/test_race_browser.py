@@ -49,7 +49,8 @@ def app(tmp_path_factory):
         gguf_path(), cache_dir()
     except Exception as e:  # noqa: BLE001
         pytest.skip(f"the embedded model is not installed: {e}")
-    yield from launched_app([], tmp_path_factory)
+    # lanes on a loaded machine can outlast the default per-run limit (60 s): a cut lane would not be the same text
+    yield from launched_app(["--run-seconds", "900"], tmp_path_factory)
 
 
 def _wait_profiled(app, timeout: float = 1200.0) -> str:
