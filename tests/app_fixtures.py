@@ -202,6 +202,18 @@ def launched_tiny_app(tmp_path_factory, context: int | None = None, extra: tuple
     yield from launched_app(["--target", str(target), "--drafter", str(drafter), *extra], tmp_path_factory)
 
 
+def compare_with_dflash(pg) -> None:
+    """Open Compare and run its default comparison (dflash) of the trace shown, until its metrics say so."""
+    pg.get_by_text("Compare: a second run").click()
+    # its first open loads Gradio's own plotly.js for the panel's gr.Plot figures: a long task (0.45 s on an idle
+    # machine, 12.7 s in a 12x CPU-throttled page, where the click's 30 s ran out). Ready once they are drawn.
+    pg.wait_for_selector("#rx-cmp-b-cf .js-plotly-plot", timeout=120000)
+    pg.click("#rx-cmp-run")
+    pg.wait_for_function(
+        "() => (document.querySelector('#rx-cmp-metrics')?.innerText || '').includes('comparison: dflash')",
+        timeout=60000)
+
+
 def chromium_or_skip():
     """Skip only when Chromium is absent and CI is not set; in CI a missing browser fails."""
     import pytest

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from app_fixtures import OUTPUT, REPO, chromium_or_skip, launched_tiny_app
+from app_fixtures import OUTPUT, REPO, chromium_or_skip, compare_with_dflash, launched_tiny_app
 
 pytest.importorskip("playwright.sync_api")  # the browser fixture (conftest.py) drives it
 
@@ -226,14 +226,7 @@ def test_run_stream_inspect_in_browser(app, browser):
     assert pg.locator("#rx-caption").inner_text().count("Round 1 ") == 1  # one caption, not two
 
     # Compare: a dflash run side by side, each with the other's assembly replayed on its rounds
-    pg.get_by_text("Compare: a second run").click()
-    # its first open loads Gradio's own plotly.js for the panel's gr.Plot figures: a long task (0.45 s on an idle
-    # machine, 12.7 s in a 12x CPU-throttled page, where the click's 30 s ran out). Ready once they are drawn.
-    pg.wait_for_selector("#rx-cmp-b-cf .js-plotly-plot", timeout=120000)
-    pg.click("#rx-cmp-run")
-    pg.wait_for_function(
-        "() => (document.querySelector('#rx-cmp-metrics')?.innerText || '').includes('comparison: dflash')",
-        timeout=60000)
+    compare_with_dflash(pg)
     for fig_id in ("#rx-cmp-a-timeline", "#rx-cmp-timeline", "#rx-cmp-a-cf", "#rx-cmp-b-cf"):
         pg.wait_for_selector(f"{fig_id} .js-plotly-plot", timeout=30000)
     assert pg.locator("#rx-cmp-a-cf .js-plotly-plot .trace.bars").count() == 1  # the counterfactual drew

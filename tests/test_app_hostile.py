@@ -419,14 +419,20 @@ def test_hostile_uploads_end_in_a_message_naming_the_field(app, tmp_path):
     assert rss_mib(app) < before * 1.1, (before, rss_mib(app))
 
 
-def test_markup_in_config_reaches_compare_escaped(app, tmp_path):
-    """A valid trace whose config.mode / rule carry a link: it loads, and Compare's titles show it as text."""
+def _markup_config_trace(tmp_path):
+    """A valid trace file whose config.mode / rule carry markup (a link, bold)."""
     t = base_trace()
     t["config"].update(mode=EVIL, rule="<b>all</b>")
     del t["config"]["target"], t["config"]["drafter"]  # recorded on other tiny models: Compare runs this app's
     t["config"]["max_new_tokens"] = len(t["output_ids"])  # the scripted model never stops: a run as long as this one
     p = tmp_path / "config-markup.json"
     p.write_text(json.dumps(t))
+    return p
+
+
+def test_markup_in_config_reaches_compare_escaped(app, tmp_path):
+    """A valid trace whose config.mode / rule carry a link: it loads, and Compare's titles show it as text."""
+    p = _markup_config_trace(tmp_path)
     c = Client(app.url, verbose=False)
     assert "loaded trace" in _upload(c, str(p))[METRICS]
     out = c.predict("dflash", "earliest", api_name="/compare")
@@ -529,12 +535,7 @@ def test_in_the_browser_scripts_show_and_markup_stays_text(app, tmp_path):
 
     playwright_api = pytest.importorskip("playwright.sync_api")
     path = chromium_or_skip()
-    t = base_trace()
-    t["config"].update(mode=EVIL, rule="<b>all</b>")
-    del t["config"]["target"], t["config"]["drafter"]  # recorded on other tiny models: Compare runs this app's
-    t["config"]["max_new_tokens"] = len(t["output_ids"])  # the scripted model never stops: a run as long as this one
-    p = tmp_path / "config-markup.json"
-    p.write_text(json.dumps(t))
+    p = _markup_config_trace(tmp_path)
     with playwright_api.sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=path, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1400, "height": 1100})

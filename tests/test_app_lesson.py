@@ -14,7 +14,7 @@ import re
 
 import pytest
 
-from app_fixtures import OUTPUT, REPO, real_trace
+from app_fixtures import OUTPUT, REPO, compare_with_dflash, real_trace
 from test_app_browser import JS_ROUND_SETTLED
 from test_app_round_inspector import app, page  # noqa: F401  (the fixtures: the tiny app, one page at 1280x720)
 
@@ -101,12 +101,7 @@ def test_b_compare_uses_the_trace_shown(page):
     run(page, "hi, j.", 12)   # each test has a fresh page: the trace shown is this run's
     page.fill("#rx-prompt textarea", "a b c d e f g")
     page.fill("#rx-max-new input", "20")
-    page.get_by_text("Compare: a second run").click()
-    page.wait_for_selector("#rx-cmp-b-cf .js-plotly-plot", timeout=120000)
-    page.click("#rx-cmp-run")
-    page.wait_for_function(
-        "() => (document.querySelector('#rx-cmp-metrics')?.innerText || '').includes('comparison: dflash')",
-        timeout=60000)
+    compare_with_dflash(page)
     new_tokens = lambda sel: re.search(r"new tokens\s*(\d+)", page.inner_text(sel)).group(1)  # noqa: E731
     assert new_tokens("#rx-cmp-metrics") == new_tokens("#rx-cmp-a-metrics") == "12", (
         page.inner_text("#rx-cmp-metrics"), page.inner_text("#rx-cmp-a-metrics"))

@@ -15,7 +15,7 @@ import re
 
 import pytest
 
-from app_fixtures import OUTPUT, REPO, chromium_or_skip, launched_tiny_app
+from app_fixtures import OUTPUT, REPO, chromium_or_skip, compare_with_dflash, launched_tiny_app
 from test_app_browser import JS_ROUND_SETTLED, click_timeline_bar  # the page helpers those tests use
 
 pytest.importorskip("playwright.sync_api")  # the browser fixture (conftest.py) drives it
@@ -170,11 +170,7 @@ def test_d_example_box_empties_when_a_run_replaces_the_view(page):
 
 def test_b_compare_then_example_trace_empties_compare(page, tmp_path):
     run(page, "hi, j.", 12)   # Compare reruns the trace shown: a short run of this app's models
-    page.get_by_text("Compare: a second run").click()
-    page.click("#rx-cmp-run")
-    page.wait_for_function(
-        "() => (document.querySelector('#rx-cmp-metrics')?.innerText || '').includes('comparison: dflash')",
-        timeout=60000)
+    compare_with_dflash(page)
     page.wait_for_selector("#rx-cmp-table table", timeout=10000)
     table = page.inner_text("#rx-cmp-table")
     assert "τ of the run" in table and "drafts gained" in table and "extra_drafts" not in table
