@@ -46,15 +46,23 @@ class ModelLoader:
         self.loaded_s: float | None = None
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
-        self._on_done: list = []
+        self._on_phase: list = []
         self.profile_step: tuple[int, int] | None = None   # (done, total) while the hardware is profiled
         self.profile_s: float | None = None
 
-    def on_done(self, fn) -> None:
-        """Call fn() once loading has ended (loaded or failed); at once if it has."""
+    def on_phase(self, fn) -> None:
+        """Call fn() whenever the status line moves to a new phase: models loaded (the hardware profile may
+        still run: "ready: ..., measuring this machine"), and loading ended (loaded or failed); at once if it
+        has ended. Calling it once more than needed is harmless: fn reads the loader's state."""
         if self.enabled and self.loading:
-            self._on_done.append(fn)
-        if not self.loading:  # ended meanwhile (or never started): calling twice is harmless
+            self._on_phase.append(fn)
+            if self.ready:  # loaded already, the profile running: that phase's text now
+                fn()
+        if not self.loading:  # ended meanwhile (or never started)
+            fn()
+
+    def _phase(self) -> None:
+        for fn in list(self._on_phase):
             fn()
 
     def start(self) -> "ModelLoader":
@@ -81,9 +89,9 @@ class ModelLoader:
             else:
                 traceback.print_exc()
         if self.profile_step is not None:
+            self._phase()   # a fresh page says "ready" while the profile runs, not "loading models… 0 s"
             self._profile()
-        for fn in self._on_done:
-            fn()
+        self._phase()
 
     def _profile(self) -> None:
         """The auto budget's hardware profile, measured now (the model answers runs meanwhile; an auto run

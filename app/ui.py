@@ -240,17 +240,18 @@ def build_ui(loader, sessions: session.Sessions | None = None) -> gr.Blocks:
         c.tabs.select(None, js="() => setTimeout(() => window.dispatchEvent(new Event('resize')), 60)")
         demo.load(cb.on_load, [c.state], view_out, api_name="show_example")
         demo.unload(cb.on_unload)
-    loader.on_done(lambda: status_settled(demo, c, loader))
+    loader.on_phase(lambda: status_settled(demo, c, loader))
     return demo
 
 
 def status_settled(demo: gr.Blocks, c: SimpleNamespace, loader) -> None:
-    """Once the model has loaded (or failed), a fresh page shows so at once: the status line's value and the
-    status timer are part of the page's config, built once (Gradio serves blocks.config to every page), so
-    both are set there too. Else every new page said "loading models… 1 s" until its timer's first tick."""
-    c.model_status.value, c.status_timer.active = loader.status(), False
+    """At each loading phase (models loaded with the profile still running; loading ended), a fresh page shows so
+    at once: the status line's value and the status timer are part of the page's config, built once (Gradio serves
+    blocks.config to every page), so both are set there too. Else every new page said "loading models… 0 s" until
+    its timer's first tick. The timer ticks on while the profile's steps are counted."""
+    c.model_status.value, c.status_timer.active = loader.status(), loader.loading
     for comp in (getattr(demo, "config", None) or {}).get("components", []):
         if comp.get("id") == c.model_status._id:
             comp["props"]["value"] = c.model_status.value
         elif comp.get("id") == c.status_timer._id:
-            comp["props"]["active"] = False
+            comp["props"]["active"] = c.status_timer.active

@@ -137,6 +137,9 @@ def main(argv: list[str] | None = None) -> int:
     add_check_args(sub)
     add_explain_args(sub)
     a = parser.parse_args(argv)
+    if argv is None:  # the command line's own process (not a caller's main([...]))
+        from .decode.interrupt import catch_ctrl_c
+        catch_ctrl_c()
     try:
         return a.func(a) or 0
     except InputError as e:

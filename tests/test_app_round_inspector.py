@@ -42,6 +42,11 @@ def page(app, browser):
     pg.goto(app.url)
     pg.wait_for_function("() => (document.querySelector('#rx-model-status')?.innerText || '').includes('ready')",
                          timeout=120000)
+    # the page's load event answered (it shows the first example trace): a test's first step acts on the page a
+    # visitor sees, not on one still mounting (a fresh page can say "ready" in its first paint)
+    pg.wait_for_function("ex => { const m = document.querySelector('#rx-metrics');"
+                         " return m && (!ex || m.innerText.includes('example trace')); }", arg=bool(EXAMPLES),
+                         timeout=60000)
     yield pg
     pg.close()
 

@@ -111,8 +111,9 @@ def test_demo_preset_follows_the_profile():
 
 
 def test_the_loader_measures_the_machine_before_it_says_done(tmp_path):
-    """Model load, then the hardware profile, as steps the status line shows; on_done (the page's settled status)
-    comes after both, and the profile is there for the first auto run (cost.profiled)."""
+    """Model load, then the hardware profile, as steps the status line shows; on_phase (which sets the status a
+    fresh page paints first) comes once the models are loaded, saying "ready" while the profile runs, and last
+    after both; the profile is there for the first auto run (cost.profiled)."""
     from app_fixtures import save_tiny_folders
     from engine.decode.cost import profiled
 
@@ -120,7 +121,7 @@ def test_the_loader_measures_the_machine_before_it_says_done(tmp_path):
     args = argparse.Namespace(target=str(target), drafter=str(drafter), device="cpu", dtype="float32",
                               draft_dtype="auto", trust_remote_code=False)
     ld, seen = L.ModelLoader(args), []
-    ld.on_done(lambda: seen.append(("done", profiled(ld.engine) is not None, ld.loading, ld.status())))
+    ld.on_phase(lambda: seen.append(("done", profiled(ld.engine) is not None, ld.loading, ld.status())))
     ld.start()
     while ld._thread.is_alive():
         if ld.profiling:
@@ -130,3 +131,5 @@ def test_the_loader_measures_the_machine_before_it_says_done(tmp_path):
     assert steps and all(s.startswith("ready:") and "measuring this machine" in s for s in steps), steps[:2]
     assert re.search(r"verify cost by tree size, \d of 9", steps[-1]), steps[-1]
     assert seen[-1][:3] == ("done", True, False) and "machine measured" in seen[-1][3]
+    loaded = [s for s in seen if s[0] == "done" and s[2]]   # the phase call while the profile still runs
+    assert loaded and loaded[0][3].startswith("ready:") and "measuring this machine" in loaded[0][3], seen[:2]

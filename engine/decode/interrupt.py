@@ -7,6 +7,8 @@ with the round it cuts short, so a half-updated cache is never read.
 """
 from __future__ import annotations
 
+import signal
+import sys
 import threading
 from contextlib import contextmanager
 
@@ -14,6 +16,7 @@ import torch
 
 _local = threading.local()
 _lock = threading.Lock()
+_ctrl_c = threading.Event()   # the CLI's Ctrl-C, once pressed (catch_ctrl_c)
 
 
 class Interrupted(Exception):
@@ -21,9 +24,33 @@ class Interrupted(Exception):
 
 
 def _check(module, args) -> None:
+    if _ctrl_c.is_set():
+        raise KeyboardInterrupt
     stop = getattr(_local, "stop", None)
     if stop is not None and stop.is_set():
         raise Interrupted
+
+
+def catch_ctrl_c() -> None:
+    """Ctrl-C ends a command even when Python drops its KeyboardInterrupt: raised inside a weakref callback or
+    a finalizer (a thread pool of the model loader collected then), it is printed as "Exception ignored" and the
+    decode went on. The press is remembered and raised again at the next model layer. Main thread only; a
+    SIGINT that is ignored (a background job) or handled by someone else is left so."""
+    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        return
+
+    def on_sigint(signum, frame):
+        _ctrl_c.set()
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, on_sigint)
+    before = sys.unraisablehook
+
+    def unraisable(u) -> None:  # the dropped one is raised again: no traceback for it
+        if not (isinstance(u.exc_type, type) and issubclass(u.exc_type, KeyboardInterrupt)):
+            before(u)
+
+    sys.unraisablehook = unraisable
 
 
 def make_interruptible(*models) -> None:
