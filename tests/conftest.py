@@ -6,11 +6,22 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing may download at test time
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+# every model process a test starts (apps, CLI runs) computes on one thread, as this one does: on 2 cores beside
+# Chromium and pytest, two OpenMP threads spin-wait for each other's core (a verify of 8 nodes of the embedded
+# model took 2.8 s instead of 0.1 s at a load of 5)
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
 torch.set_num_threads(1)  # tiny models: threads only add contention on a 2-core machine
+
+
+def pytest_configure(config) -> None:
+    """The slowest tests in every run's summary (CI's log included), unless --durations says otherwise: the
+    suite's time is a budget, and this is where it goes."""
+    if config.option.durations is None:
+        config.option.durations = 25
 
 
 @pytest.fixture(scope="module")

@@ -116,6 +116,7 @@ def test_race_of_plain_decoding_and_two_speculative_modes(app, browser, tmp_path
     page.screenshot(path=str(OUTPUT / "race-1280-live.png"))
     page.wait_for_function("() => document.querySelector('#rx-race .rx-race-root')?.dataset.phase === 'done'",
                            timeout=600000)
+    page.select_option("#rx-race .rx-rspeed", "4")   # the speed control, as a presenter in a hurry uses it
     page.screenshot(path=str(OUTPUT / "race-1280-replaying.png"))
     page.wait_for_function("() => document.querySelector('#rx-race .rx-race-root')?.dataset.replay === 'ended'",
                            timeout=120000)
@@ -169,6 +170,7 @@ def test_race_of_plain_decoding_and_two_speculative_modes(app, browser, tmp_path
     off = ctx.new_page()
     off.goto(path.as_uri())
     off.evaluate(JS_RECORD.replace("#rx-race", "#race"))
+    off.select_option("#race .rx-rspeed", "4")
     off.wait_for_function("() => document.querySelector('#race')?.dataset.replay === 'ended'", timeout=120000)
     off.screenshot(path=str(OUTPUT / "race-export-1280.png"))
     off_log = off.evaluate("window.__rxLog")
