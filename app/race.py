@@ -163,8 +163,12 @@ class Race:
             finally:
                 run.stop()
                 st["run"] = None
-            traces[i] = run.trace()
-            statuses[i] = "stopped" if run.result.get("stopped") else "done"
+            try:
+                traces[i] = run.trace()
+            except InputError:   # stopped (or cut) in its prefill: no token, an empty lane
+                traces[i] = None
+            statuses[i] = race_view.CUT if getattr(run, "time_limited", False) else \
+                "stopped" if run.result.get("stopped") else "done"
         phase = "stopped" if st.get("race_stop") else "done"
         p_final = self._lanes_payload(labels, traces, statuses, ref, phase, dtype)
         st["race"] = {"labels": labels, "traces": traces}

@@ -59,6 +59,9 @@ def first_difference(ref: list[int], other: list[int]) -> int | None:
     return None if len(ref) == len(other) else min(len(ref), len(other))
 
 
+CUT = "cut by the time limit"   # a lane's status when the per-run time limit (--run-seconds) ended it
+
+
 def speedup(lane_tps: float | None, ref_tps: float | None) -> float | None:
     """A lane's measured tokens/s over plain decoding's, as the page prints it (2 decimals)."""
     return round(lane_tps / ref_tps, 2) if lane_tps and ref_tps else None
@@ -75,7 +78,7 @@ def lane_payload(label: str, about: str, status: str, trace: dict | None) -> dic
     wall_s = marks[-1][0] / 1000.0
     tokens = marks[-1][2]
     stats = trace.get("stats") or {}
-    done = status in ("done", "stopped") and stats.get("tokens_per_s") is not None
+    done = status in ("done", "stopped", CUT) and stats.get("tokens_per_s") is not None
     tps = stats["tokens_per_s"] if done else (tokens / wall_s if wall_s > 0 else None)
     return {"label": label, "about": about, "status": status, "pieces": pieces[:tokens],
             "src": lane_sources(trace)[:tokens], "marks": marks, "tokens": tokens, "passes": len(rounds) + 1 if rounds else 0,
@@ -88,14 +91,21 @@ def lane_payload(label: str, about: str, status: str, trace: dict | None) -> dic
 
 def verdicts(lanes: list[dict], ref: int | None) -> None:
     """Each finished lane against plain decoding's (lane `ref`): "x N" of measured tokens/s and the first token
-    where the texts differ (in place; at T=0 in fp32 any difference is a bug, shown)."""
+    where the texts differ (in place; at T=0 in fp32 any difference is a bug, shown). A lane cut by the per-run
+    time limit (status CUT, either side) is judged on the tokens both made: a shorter text is not a different one
+    (`cut` says so on the badge)."""
     base = lanes[ref] if ref is not None else None
     for i, lane in enumerate(lanes):
-        lane["speedup"], lane["same"], lane["diff"] = None, None, None
-        if base is None or i == ref or lane["status"] != "done" or base["status"] != "done":
+        lane["speedup"], lane["same"], lane["diff"], lane["cut"] = None, None, None, False
+        if base is None or i == ref or lane["status"] not in ("done", CUT) or base["status"] not in ("done", CUT):
+            continue
+        n = min(len(base.get("ids", [])), len(lane.get("ids", []))) if CUT in (lane["status"], base["status"]) \
+            else None
+        if n == 0:   # cut before its first token: nothing to judge
             continue
         lane["speedup"] = speedup(lane["tps"], base["tps"])
-        k = first_difference(base["ids"], lane["ids"])
+        lane["cut"] = n is not None
+        k = first_difference(base["ids"][:n], lane["ids"][:n])
         lane["same"] = k is None
         if k is not None:
             lane["diff"] = {"at": k, "ref": base["pieces"][k] if k < len(base["pieces"]) else "(end)",
@@ -242,7 +252,8 @@ window.rxRaceMount = function (root, P, opts) {
       b.badge.appendChild(el('span', 'rx-x-n', '×' + L.speedup.toFixed(2)));
       b.badge.appendChild(document.createTextNode(' against plain decoding · '));
     }
-    if (L.same === true) b.badge.appendChild(el('span', 'rx-same', 'same text as ' + P.badge + ' ✓'));
+    if (L.same === true) b.badge.appendChild(el('span', 'rx-same', (L.cut ? 'cut by the run time limit: the ' +
+      'tokens both lanes made are the same text as ' : 'same text as ') + P.badge + ' ✓'));
     else if (L.same === false) b.badge.appendChild(el('span', 'rx-differs', 'differs from ' + P.badge +
       ' at token #' + L.diff.at + ': ' + JSON.stringify(show(L.diff.ref)) + ' there, ' + JSON.stringify(show(L.diff.lane)) + ' here'));
   });

@@ -76,6 +76,31 @@ def test_a_differing_lane_names_its_first_differing_token():
     assert race_view.first_difference([1, 2], [1, 2, 3]) == 2 and race_view.first_difference([1], [1]) is None
 
 
+def test_a_lane_cut_by_the_time_limit_is_judged_on_the_tokens_both_made():
+    """Cut short by --run-seconds, a lane's text is shorter, not different: same over the common tokens; a real
+    difference inside them is still named."""
+    ref = {"status": "done", "tps": 10.0, "ids": [1, 2, 3, 4], "pieces": ["a", "b", "c", "d"]}
+    cut = {"status": race_view.CUT, "tps": 12.0, "ids": [1, 2], "pieces": ["a", "b"]}
+    bad = {"status": race_view.CUT, "tps": 12.0, "ids": [1, 7], "pieces": ["a", "X"]}
+    race_view.verdicts([ref, cut, bad], 0)
+    assert cut["same"] is True and cut["cut"] is True and cut["speedup"] == 1.2
+    assert bad["same"] is False and bad["diff"] == {"at": 1, "ref": "b", "lane": "X"}
+    done = {"status": "done", "tps": 12.0, "ids": [1, 2], "pieces": ["a", "b"]}   # ended early, not cut: differs
+    race_view.verdicts([ref, done], 0)
+    assert done["same"] is False and done["cut"] is False
+
+
+def test_the_time_limit_cuts_a_lane_and_the_race_goes_on(racer, monkeypatch):
+    """A lane the per-run time limit ends says so, even in its prefill (no token: an empty lane, no verdict, not
+    the race's end with a traceback), and the next lane still runs."""
+    monkeypatch.setattr(session, "RUN_SECONDS", 0.0)   # every lane's timer fires at once: cut in the prefill
+    _, _, final = _race(racer, ["ar", "dflash"], n=200)
+    lanes = final["lanes"]
+    assert [ln["status"] for ln in lanes] == [race_view.CUT, race_view.CUT], [ln["status"] for ln in lanes]
+    assert final["phase"] == "done" and [ln["tokens"] for ln in lanes] == [0, 0]
+    assert lanes[1]["same"] is None and lanes[1]["speedup"] is None
+
+
 def test_stop_ends_the_running_lane_and_skips_the_rest(racer):
     st, _, final = _race(racer, ["ar", "dflash", "reanchor"], n=200,
                          stop_after=lambda p: p["lanes"][1]["tokens"] >= 3)
