@@ -488,6 +488,21 @@ def test_bad_choices_and_round_numbers_through_the_api(app):
         assert c.predict(v, api_name="/goto_round")[1].startswith(f"Round {shown} ")
 
 
+def test_example_prompts_endpoint_names_a_bad_index(app):
+    """gr.Examples registers an endpoint of its own (fn_index 0): through the API an index out of range, None or
+    text is a message naming the control (it was a bare "Error" and a traceback); a good one loads the prompt."""
+    from app.examples import example_prompts
+
+    prompts = [p for _, p in example_prompts()]
+    c = Client(app.url, verbose=False)
+    log_at = len(app.log())
+    for bad in (len(prompts), None, "x", -1, True):
+        with pytest.raises(AppError, match=re.escape(f"Example prompts: index {bad!r} is not one of 0-{len(prompts) - 1}")):
+            c.predict(bad, api_name="/load_example")
+    assert c.predict(2, api_name="/load_example")["value"] == prompts[2]
+    assert "Traceback" not in app.log()[log_at:], app.log()[log_at:][-3000:]
+
+
 def test_busy_port_is_one_line(app):
     p = subprocess.run([PYTHON, "-m", "app", "--no-model", "--port", str(app.port)], cwd=REPO, capture_output=True,
                        text=True, timeout=120)
