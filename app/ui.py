@@ -231,7 +231,7 @@ def _wire_runs(c: SimpleNamespace, cb: Callbacks, view_out: list) -> None:
 
 
 def _wire_traces(c: SimpleNamespace, cb: Callbacks, view_out: list) -> None:
-    c.load_btn.upload(cb.on_upload, [c.load_btn, c.state], view_out, api_name="load_trace")
+    c.load_btn.upload(cb.on_upload, [c.load_btn, c.state], view_out, api_name="load_trace", **RAW)
     c.example_trace.input(cb.on_example_trace, [c.example_trace, c.state], view_out, api_name="example_trace", **RAW)
     c.examples_btn.click(cb.on_example_analyses, None, [c.analysis_json, c.hist_plot, c.gain_plot, c.tables],
                          queue=False, api_name="example_analyses")
