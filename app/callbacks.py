@@ -6,6 +6,7 @@ import contextlib
 import functools
 import inspect
 import logging
+import os
 import time
 import traceback
 from dataclasses import replace
@@ -376,16 +377,24 @@ class Callbacks:
 
     # -- traces -----------------------------------------------------------------------------------
     @shows("Load trace")
-    def on_upload(self, path, st):
+    def on_upload(self, file, st):
+        """`file`: Gradio's file entry, unprocessed (RAW: its preprocess left an empty temporary file in the
+        upload folder on every load), or a path."""
         st = self._session(st)
+        path = file.get("path") if isinstance(file, dict) else file
+        if isinstance(path, str) and path:
+            self.sessions.claim_upload(st, path)  # deleted when the session ends, loaded or refused
+        if not isinstance(path, str) or not path.lower().endswith(".json"):
+            name = os.path.basename(path) if isinstance(path, str) else path
+            raise bad_input(f"Load trace: {str(name)[:80]!r} is not a .json file", "Bad trace")
         if st.get("run") is not None:
             raise bad_input("Load trace: a run is in progress; press Stop first")
         try:
             trace = session.load_trace_file(path)
         except ValueError as e:
             raise bad_input(str(e), "Bad trace") from None
-        # the session's own copy, freed with it: the upload itself is Gradio's (shared by identical uploads)
-        # and swept after UPLOAD_MAX_AGE_S (session.sweep_uploads)
+        # the session's own copy, freed with it (the upload, shared by identical uploads, goes when the last
+        # session that loaded it ends: Sessions.claim_upload)
         return self._show_new(st, trace, session.export_trace(trace), "loaded trace")
 
     @shows("Example trace")

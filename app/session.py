@@ -86,6 +86,7 @@ class Sessions:
     def __init__(self, max_sessions: int = MAX_SESSIONS, idle_s: float = SESSION_IDLE_S):
         self.max_sessions, self.idle_s = max_sessions, idle_s
         self._used: OrderedDict[int, tuple[weakref.ref, float]] = OrderedDict()  # least recent first
+        self._uploads: dict[str, set[int]] = {}  # an upload's path -> the sessions that loaded it
         self._lock = threading.Lock()
 
     def touch(self, st: State) -> None:
@@ -116,11 +117,45 @@ class Sessions:
             self._free(st, why)
 
     def release(self, st) -> None:
-        """The session ended (tab closed, or Gradio's state expired): stop its run, free its traces."""
+        """The session ended (tab closed, or Gradio's state expired): stop its run, free its traces, delete the
+        files it uploaded."""
         if isinstance(st, dict):
             if st.get("run") is not None:
                 st["run"].stop()
             self._free(st, "the session ended")
+            self._drop_uploads(st)
+
+    def claim_upload(self, st: State, path: str) -> None:
+        """The session loads this upload (Gradio's, which needs no session): it is deleted when the last session
+        that loaded it ends. Identical uploads share one path (Gradio names them by content), so a file another
+        live session loaded stays; one uploaded again since (a new file renamed over it) is left to its loader.
+        Only files in Gradio's upload folder are ever claimed."""
+        try:
+            real = os.path.realpath(path)
+            if os.path.commonpath([real, upload_folder()]) != upload_folder():
+                return
+            ino = os.stat(real).st_ino
+        except (OSError, ValueError):
+            return
+        with self._lock:
+            st["uploads"] = {**(st.get("uploads") or {}), real: ino}
+            self._uploads.setdefault(real, set()).add(id(st))
+
+    def _drop_uploads(self, st: dict) -> None:
+        for path, ino in (st.pop("uploads", None) or {}).items():
+            with self._lock:
+                owners = self._uploads.get(path, set())
+                owners.discard(id(st))
+                if owners:
+                    continue
+                self._uploads.pop(path, None)
+            try:
+                if os.stat(path).st_ino != ino:
+                    continue
+            except OSError:
+                continue
+            if remove_upload(Path(path)):
+                log.info("upload deleted: its session ended")
 
     def _free(self, st: dict, why: str) -> None:
         if owns_traces(st):
@@ -175,28 +210,43 @@ def load_example(path: str) -> dict:
 UPLOAD_MAX_AGE_S = 600  # uploads are read at once; Gradio keeps them (session or not) until the server stops
 
 
+def upload_folder() -> str:
+    """Where Gradio keeps uploads (and its cache): GRADIO_TEMP_DIR, else TMPDIR/gradio."""
+    from gradio.utils import get_upload_folder
+
+    return os.path.realpath(get_upload_folder())
+
+
+def remove_upload(p: Path) -> bool:
+    """Delete an uploaded file and its folder once empty (Gradio's per-upload folder). False: it was gone."""
+    try:
+        p.unlink()
+    except FileNotFoundError:
+        return False
+    try:
+        p.parent.rmdir()
+    except OSError:
+        pass
+    return True
+
+
 def sweep_uploads(uploads: set, max_age_s: float = UPLOAD_MAX_AGE_S) -> int:
     """Delete Gradio's uploaded files (its Blocks.upload_file_set) older than max_age_s, and their emptied
     folders: 10 x 2 MB uploads needing no session stayed until the server stopped. Returns how many went.
-    Deleting by age, not on reading: identical uploads share one file, which another session may read next."""
+    Those a session loaded go when it ends (Sessions.claim_upload); this sweep takes the rest."""
     now, gone = time.time(), 0
     for path in list(uploads):
         p = Path(path)
         try:
             if now - p.stat().st_mtime < max_age_s:
                 continue
-            p.unlink()
-            gone += 1
+            gone += remove_upload(p)
         except FileNotFoundError:
             pass
         except OSError as e:
             log.warning("upload sweep: %s", e)
             continue
         uploads.discard(path)
-        try:
-            p.parent.rmdir()  # Gradio's per-upload folder, once empty
-        except OSError:
-            pass
     return gone
 
 
@@ -217,7 +267,10 @@ def export_trace(trace: dict) -> str:
     mode, rule = (v if isinstance(v, str) and v in words else "unknown"
                   for v, words in ((cfg.get("mode", "run"), MODES + ("run",)), (cfg.get("rule", ""), RULES + ("",))))
     name = f"reanchor-trace-{mode}-{rule}-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    path = Path(tempfile.mkdtemp(prefix=EXPORT_PREFIX)) / name
+    # in Gradio's folder: the download button serves it from there as it is, where a file elsewhere was copied
+    # into it (a copy of the trace kept until the server stopped); free_traces deletes the folder
+    os.makedirs(upload_folder(), exist_ok=True)
+    path = Path(tempfile.mkdtemp(prefix=EXPORT_PREFIX, dir=upload_folder())) / name
     save_trace(path, trace)
     return str(path)
 

@@ -9,10 +9,11 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import gradio as gr
+from gradio.context import get_blocks_context
 
 from engine.options import DEFAULT_TREE_NODES, MAX_TRIE_NODES, MODES, RULES, SHIFTED_WORDS
 
-from . import plots, race, render, session, views
+from . import plots, race, render, runs, session, views
 from .callbacks import Callbacks
 from .examples import LESSON_DRAFTER, example_prompts
 from .page import JS_PLOT, JS_TIMELINE, JS_TOKEN_CLICK, PLOT_TEMPLATE
@@ -29,12 +30,28 @@ RAW = dict(preprocess=False)
 
 # ---------------------------------------------------------------- layout
 
+def checked_examples(ex: gr.Examples) -> None:
+    """The Examples' click event is an API endpoint too (fn_index 0): an index the page cannot send (13, None,
+    "x") failed in Gradio's preprocess with a bare "Error" and a traceback. Its function takes the raw index
+    now, checked here, naming the control; then Gradio's own function loads the example as before."""
+    fn = get_blocks_context().fns[ex.load_input_event["id"]]
+    load, samples = fn.fn, ex.dataset.raw_samples
+
+    def load_example(index):
+        if type(index) is not int or not 0 <= index < len(samples):  # bool too: True is not an index
+            raise runs.bad_input(f"Example prompts: index {repr(index)[:80]} is not one of 0-{len(samples) - 1}")
+        return load((index, samples[index]))
+
+    fn.fn, fn.preprocess = load_example, False
+
+
 def _controls(c: SimpleNamespace, trace_choices, loader) -> None:
     examples = example_prompts()
     c.prompt = gr.Textbox(label="Prompt", lines=4, max_lines=14, elem_id="rx-prompt",
                           placeholder="Type a prompt or pick an example below")
-    gr.Examples(examples=[[p] for _, p in examples], inputs=[c.prompt],
-                example_labels=[label for label, _ in examples], label="Example prompts", examples_per_page=13)
+    checked_examples(gr.Examples(examples=[[p] for _, p in examples], inputs=[c.prompt],
+                                 example_labels=[label for label, _ in examples], label="Example prompts",
+                                 examples_per_page=13))
     with gr.Row():
         c.mode = gr.Dropdown(list(MODES), value="reanchor", label="Mode", elem_id="rx-mode")
         c.rule = gr.Dropdown(list(RULES), value="earliest", label="Attachment rule", elem_id="rx-rule")
@@ -214,7 +231,7 @@ def _wire_runs(c: SimpleNamespace, cb: Callbacks, view_out: list) -> None:
 
 
 def _wire_traces(c: SimpleNamespace, cb: Callbacks, view_out: list) -> None:
-    c.load_btn.upload(cb.on_upload, [c.load_btn, c.state], view_out, api_name="load_trace")
+    c.load_btn.upload(cb.on_upload, [c.load_btn, c.state], view_out, api_name="load_trace", **RAW)
     c.example_trace.input(cb.on_example_trace, [c.example_trace, c.state], view_out, api_name="example_trace", **RAW)
     c.examples_btn.click(cb.on_example_analyses, None, [c.analysis_json, c.hist_plot, c.gain_plot, c.tables],
                          queue=False, api_name="example_analyses")

@@ -42,6 +42,7 @@ def main(argv: list[str]) -> None:
     try:
         app.wait_up(300)
         app.wait_model(Client(app.url, verbose=False), timeout=900)
+        app.wait_log("hardware profile measured", timeout=600)  # the server's start work done ("ready" comes first)
         time.sleep(5)
         fresh = rss_mib(app.proc.pid)
         print(f"fresh (model loaded, no client): {fresh:.0f} MiB", flush=True)

@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import random
 import re
 import subprocess
 import time
 from html import unescape
+from pathlib import Path
 
 import pytest
 
@@ -381,8 +383,12 @@ def app(tmp_path_factory):
     advises for a shared server): Python's own small-object allocator keeps arenas that a freed trace
     shared with live objects, which would blur what the app itself gives back (see README)."""
     target, drafter = save_scripted(tmp_path_factory.mktemp("scripted"))
-    yield from launched_app(["--target", str(target), "--drafter", str(drafter), "--max-sessions", "2"],
-                            tmp_path_factory, wait_model=True, env={"PYTHONMALLOC": "malloc"})
+    uploads = tmp_path_factory.mktemp("gradio")  # Gradio's upload folder, this app's only
+    for proc in launched_app(["--target", str(target), "--drafter", str(drafter), "--max-sessions", "2"],
+                             tmp_path_factory, wait_model=True,
+                             env={"PYTHONMALLOC": "malloc", "GRADIO_TEMP_DIR": str(uploads)}):
+        proc.upload_folder = uploads
+        yield proc
 
 
 def rss_mib(app) -> float:
@@ -488,6 +494,21 @@ def test_bad_choices_and_round_numbers_through_the_api(app):
         assert c.predict(v, api_name="/goto_round")[1].startswith(f"Round {shown} ")
 
 
+def test_example_prompts_endpoint_names_a_bad_index(app):
+    """gr.Examples registers an endpoint of its own (fn_index 0): through the API an index out of range, None or
+    text is a message naming the control (it was a bare "Error" and a traceback); a good one loads the prompt."""
+    from app.examples import example_prompts
+
+    prompts = [p for _, p in example_prompts()]
+    c = Client(app.url, verbose=False)
+    log_at = len(app.log())
+    for bad in (len(prompts), None, "x", -1, True):
+        with pytest.raises(AppError, match=re.escape(f"Example prompts: index {bad!r} is not one of 0-{len(prompts) - 1}")):
+            c.predict(bad, api_name="/load_example")
+    assert c.predict(2, api_name="/load_example")["value"] == prompts[2]
+    assert "Traceback" not in app.log()[log_at:], app.log()[log_at:][-3000:]
+
+
 def test_busy_port_is_one_line(app):
     p = subprocess.run([PYTHON, "-m", "app", "--no-model", "--port", str(app.port)], cwd=REPO, capture_output=True,
                        text=True, timeout=120)
@@ -562,4 +583,50 @@ def test_in_the_browser_scripts_show_and_markup_stays_text(app, tmp_path):
         assert links == 0
         title = page.text_content("#rx-cmp-a-timeline .gtitle")
         assert title == "this run: unknown / unknown"  # the engine's words only: the markup is not shown, nor drawn
+        browser.close()
+
+
+def test_uploads_go_with_their_session(app, tmp_path):
+    """Headless Chromium, two pages: each loads a trace file of its own (page A after picking an example prompt,
+    which fills the prompt box). Closing page A deletes its upload (Gradio's copy in its upload folder) within
+    seconds; page B's stays while B is open, and goes when B closes."""
+    from app.examples import example_prompts
+    from app_fixtures import CHROMIUM_ARGS, chromium_or_skip
+
+    playwright_api = pytest.importorskip("playwright.sync_api")
+    path = chromium_or_skip()
+    folder = app.upload_folder
+    label, prompt = example_prompts()[3]
+    files = {}
+    for indent, name in enumerate(("upload-a", "upload-b")):
+        files[name] = tmp_path / f"{name}.json"  # contents differ: Gradio names an upload's folder by its content
+        files[name].write_text(json.dumps(base_trace(), indent=indent + 1))
+
+    def on_disk(name: str) -> list[str]:  # os.walk: a folder the server removes meanwhile is no error
+        return [f for _, _, fs in os.walk(folder) for f in fs if f == f"{name}.json"]
+
+    with playwright_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=path, args=CHROMIUM_ARGS)
+        pages = {}
+        for name in files:
+            pg = browser.new_page(viewport={"width": 1400, "height": 1000})
+            pg.goto(app.url)
+            pg.wait_for_function("() => (document.querySelector('#rx-metrics')?.innerText || '').includes('example trace')",
+                                 timeout=60000)
+            if name == "upload-a":
+                pg.get_by_text(label, exact=True).click()
+                pg.wait_for_function("p => document.querySelector('#rx-prompt textarea').value === p", arg=prompt,
+                                     timeout=15000)
+            pg.set_input_files("input[data-testid='Load trace-upload-button']", str(files[name]))
+            pg.wait_for_function("() => (document.querySelector('#rx-metrics')?.innerText || '').includes('loaded trace')",
+                                 timeout=30000)
+            assert len(on_disk(name)) == 1, list(folder.rglob("*"))
+            pages[name] = pg
+        OUTPUT.mkdir(exist_ok=True)
+        pages["upload-a"].screenshot(path=str(OUTPUT / "upload_session_a.png"))
+        pages["upload-a"].close()
+        assert _wait(lambda: not on_disk("upload-a"), 30), list(folder.rglob("*"))
+        assert len(on_disk("upload-b")) == 1 and "loaded trace" in pages["upload-b"].inner_text("#rx-metrics")
+        pages["upload-b"].close()
+        assert _wait(lambda: not on_disk("upload-b"), 30), list(folder.rglob("*"))
         browser.close()
