@@ -82,3 +82,16 @@ def test_the_page_needs_no_torch():
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_openmp_threads_sleep_unless_the_user_says_otherwise():
+    """Importing the engine (as `python -m app` and `python -m engine` do, before torch) sets OpenMP's passive wait
+    policy; a user's own OMP_WAIT_POLICY is kept."""
+    import os
+
+    code = "import engine, torch, os; print(os.environ['OMP_WAIT_POLICY'])"
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    for given, expected in ((None, "PASSIVE"), ("ACTIVE", "ACTIVE")):
+        e = env if given is None else env | {"OMP_WAIT_POLICY": given}
+        out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=e, capture_output=True, text=True, timeout=120)
+        assert out.stdout.strip() == expected, (given, out.stdout, out.stderr[-500:])
