@@ -492,6 +492,8 @@ def _round_layout(rec: dict, labels: list[str], n_slots: int, max_depth: int, ti
                             "font": {"size": style.font - 1, "color": "#a07800"}})
     head = title or (f"round {rec['round']} · anchor @ {s} · accepted {a}"
                      f" ({baseline_accepted(rec)} baseline-alone) · {len(rec['trie']['parents'])} trie nodes")
+    # "ticklabeloverflow": "allow": the labels lie inside the figure's margins, and Plotly's default ("hide past div")
+    # measures every tick label's box, a forced layout of the page each (a fifth of a round's draw)
     return {
         "template": "none", "font": {**FONT, "size": style.font}, "height": int(70 + total),
         "margin": {"l": 150 if style.projector else 112, "r": 10, "t": 34, "b": 40},
@@ -503,10 +505,10 @@ def _round_layout(rec: dict, labels: list[str], n_slots: int, max_depth: int, ti
         "xaxis": {"anchor": "y", "matches": "x2", "showticklabels": False, "showgrid": False, "zeroline": False},
         "xaxis2": {"anchor": "y2", "title": {"text": "position"}, "dtick": 1 if max_depth < 24 else 2,
                    "range": [s - 0.6, s + max_depth + 1.6], "tickfont": {"size": style.font},
-                   "showgrid": False, "zeroline": False},
+                   "showgrid": False, "zeroline": False, "ticklabeloverflow": "allow"},
         "yaxis": {"domain": [1 - grid_h / total, 1], "range": [n_rows - 0.5, -0.5], "tickvals": list(range(n_rows)),
                   "ticktext": [plotly_text(t) for t in labels], "showgrid": False, "zeroline": False,
-                  "tickfont": {"size": style.font}},
+                  "tickfont": {"size": style.font}, "ticklabeloverflow": "allow"},
         "yaxis2": {"domain": [0, trie_h / total], "range": [n_slots - 0.5, -0.8], "showticklabels": False,
                    "showgrid": False, "zeroline": False},
         "shapes": shapes, "annotations": annotations,

@@ -14,6 +14,7 @@ from __future__ import annotations
 import html
 import re
 import unicodedata
+from functools import lru_cache
 
 _VISIBLE = {" ": "␣", "\n": "⏎", "\t": "⇥", "\r": "␍", "\u00a0": "⍽"}
 # Bidirectional controls (embeddings, overrides, isolates, marks): a right-to-left override in a drafter
@@ -37,6 +38,17 @@ def piece(token_texts: dict, tok: int) -> str:
 
 def visible(s: str, limit: int | None = None) -> str:
     """Whitespace and control characters made visible, cut to `limit` characters, then escaped."""
+    return _visible(s, limit) if len(s) <= CACHED_CHARS else plotly_text(_shown(s, limit))
+
+
+# A round figure labels every token several times (cell, hover, trie node), a round switch builds two: the usual
+# short pieces are made visible once (a quarter of the server's part of a switch). A long piece (a loaded trace's
+# may be megabytes) is not kept alive by the cache.
+CACHED_CHARS = 256
+
+
+@lru_cache(maxsize=8192)
+def _visible(s: str, limit: int | None) -> str:
     return plotly_text(_shown(s, limit))
 
 
@@ -112,7 +124,13 @@ def tok_fit(token_texts: dict, tok: int, px: float) -> str:
     """A token's visible text cut to about `px` pixels of 9 px text ("…" ending a cut one), then escaped: a
     label that fits its cell or its position (short words whole; a count of characters cut them all short, or
     let long ones run into their neighbours)."""
-    text = _shown(piece(token_texts, tok), 64)
+    p = piece(token_texts, tok)
+    return _fit_text(p, px) if len(p) <= CACHED_CHARS else _fit_text.__wrapped__(p, px)
+
+
+@lru_cache(maxsize=8192)
+def _fit_text(p: str, px: float) -> str:
+    text = _shown(p, 64)
     widths = [char_px(ch) for ch in text]
     if sum(widths) <= px:
         return plotly_text(text)

@@ -39,3 +39,18 @@ def test_a_loaded_trace_shows_no_control_anywhere_on_the_page():
                       for o in views.ordered(views.show_trace(st, 1))[1:]], ensure_ascii=False)
     assert not set(out) & set(CONTROLS)
     assert "U+202E" in out and "U+2067" in out
+
+
+def test_label_cache_keeps_no_long_piece_alive():
+    """Labels of short pieces come from a cache (a round switch labels each token several times); a long piece (a
+    loaded trace's may be megabytes) is labelled the same way but not kept by it, cut or whole."""
+    from app import tokentext
+
+    long = "x" * (tokentext.CACHED_CHARS + 1) + "\n<b>"
+    before = (tokentext._visible.cache_info().currsize, tokentext._fit_text.cache_info().currsize)
+    assert tokentext.visible(long, 40) == tokentext.plotly_text(tokentext._shown(long, 40))
+    assert tok_fit({"7": long}, 7, 40.0).endswith("…")
+    assert (tokentext._visible.cache_info().currsize, tokentext._fit_text.cache_info().currsize) == before
+    short = "a\n<b>"
+    assert tokentext.visible(short) == tokentext.visible(short) == "a⏎&lt;b&gt;"
+    assert tokentext._visible.cache_info().currsize == before[0] + 1
