@@ -56,9 +56,6 @@ const plot = (d, fig) => {
   });
 };
 const drop = (d) => { window.Plotly.purge(d); d.remove(); };
-// f once the page is idle: after the next frame is painted and what the page does then
-const later = (f) => requestAnimationFrame(() => window.requestIdleCallback
-  ? window.requestIdleCallback(f, {timeout: 1000}) : setTimeout(f, 50));
 const park = (d, width) => {  // keep a drawn round offscreen, at most 3
   d.style.cssText = OFF + width + 'px';
   document.body.appendChild(d);
@@ -135,9 +132,8 @@ const draw = () => {
   if (v.next) cache.set(v.next.round, {caption: v.next.caption, fig: v.next.fig});
   while (cache.size > 16) cache.delete(cache.keys().next().value);
   if (div().__round !== v.round || div().__key !== v.key) show(v.round, cache.get(v.round));
-  // drawn ahead once the page is idle: after this round's frame is painted and whatever the page does next (a
-  // jump's timeline frame, the text view), so that its draw (40-200 ms) never sits between a click and its figure
-  if (v.next) later(() => prepare(v.next.round));
+  // drawn ahead once this frame is painted (rAF runs before the paint, its timeout after it)
+  if (v.next) requestAnimationFrame(() => setTimeout(() => prepare(v.next.round), 0));
 };
 watch('value', draw);
 draw();
