@@ -156,7 +156,7 @@ def decode_round(eng: ModelCalls, st: State, rc: RoundConfig, index: int) -> tup
     # 5. retain: the first path through the accepted chain, its nodes past the chain
     rest = trie.path_nodes[retained_path(trie, chain)][len(chain):]
     a_d = [target_token(n) for n in rest]
-    nxt = replace(st, x=st.x + new, ctx_new=feats[chain], R=feats[rest], a_d=a_d, done=done)
+    nxt = replace(st, x=st.x + new, ctx_new=rows(feats, chain), R=rows(feats, rest), a_d=a_d, done=done)
     tr = eng.sync_time()
     stages = {"draft": (td - t0) * 1e3, "build": (tv - td) * 1e3, "verify": (ta - tv) * 1e3,
               "accept": (tr - ta) * 1e3}
@@ -235,6 +235,13 @@ def head_notes(drafts, offsets: list[int]) -> dict:
         notes["backbone"] = [{"d": d, "j": j, "token": b} for d, toks, bb in zip(rows, drafts.tokens, drafts.backbone)
                              for j, (t, b) in enumerate(zip(toks, bb)) if t != b]
     return notes
+
+
+def rows(t: torch.Tensor, idx: list[int]) -> torch.Tensor:
+    """t[idx]: a view when the nodes are consecutive (a chain's usually are), which costs no copy."""
+    if idx and idx[-1] - idx[0] == len(idx) - 1 and idx == list(range(idx[0], idx[-1] + 1)):
+        return t[idx[0]: idx[-1] + 1]
+    return t[idx]
 
 
 def commit(new: list[int], rc: RoundConfig, committed: int) -> tuple[list[int], bool]:
