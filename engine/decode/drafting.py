@@ -146,7 +146,7 @@ def node_facts(drafts: Drafts, trie, paths, offsets: list[int]) -> dict[str, lis
     log w (the sum of log-probabilities from the anchor), or for a drafter with a confidence head the sum
     of log c (the head's estimate that the path survives: every chain node is its row's drafted token).
     The anchor gets block 0, rank 0, probability 1. One pass over the vocabulary per node (its
-    logsumexp), and a second for the rank unless the drafts are their logits' argmax (rank 0)."""
+    log-softmax), and a second for the rank unless the drafts are their logits' argmax (rank 0)."""
     row_of = {0: 0, **{d: i for i, d in enumerate(offsets, start=1)}}
     block, rows, pos = [0], [], []
     for n in range(1, len(trie)):
@@ -157,14 +157,19 @@ def node_facts(drafts: Drafts, trie, paths, offsets: list[int]) -> dict[str, lis
         pos.append(j - 1)
     if not rows:
         return {"block": block, "rank": [0], "prob": [1.0], "score": [0.0]}
-    ix = torch.tensor([rows, pos, trie.tokens[1:]], device=drafts.logits.device)  # one copy, one read back
-    logits = drafts.logits[ix[0], ix[1]]                # [nodes, V] float
-    own = logits.gather(-1, ix[2][:, None])             # [nodes, 1]
-    lq = own[:, 0] - torch.logsumexp(logits, -1)
-    if drafts.argmax:
-        lq, rank = lq.tolist(), [0] * len(rows)
+    # few ops, each fused (logsumexp is a composite of ten on the CPU): a chain's nodes are usually
+    # one row's first positions, a slice
+    n, dev = len(rows), drafts.logits.device
+    if rows == [0] * n and pos == list(range(n)):
+        logits, tok = drafts.logits[0, :n], torch.tensor(trie.tokens[1:], device=dev)[:, None]
     else:
-        lq, rank = torch.stack([lq, (logits > own).sum(-1).to(lq.dtype)]).tolist()
+        ix = torch.tensor([rows, pos, trie.tokens[1:]], device=dev)
+        logits, tok = drafts.logits[ix[0], ix[1]], ix[2][:, None]     # [nodes, V] float, [nodes, 1]
+    lq = torch.log_softmax(logits, -1).gather(-1, tok)[:, 0]
+    if drafts.argmax:
+        lq, rank = lq.tolist(), [0] * n
+    else:
+        lq, rank = torch.stack([lq, (logits > logits.gather(-1, tok)).sum(-1).to(lq.dtype)]).tolist()
         rank = [int(r) for r in rank]
     conf = confidences(drafts)
     est = lq if conf is None else [head_logq(0.0, 0.0, conf[r][j], True) for r, j in zip(rows, pos)]
