@@ -122,7 +122,10 @@ class Engine:
         `masks`: the run's mask buffer (a round writes its tree block into it; None: a fresh mask)."""
         dev, dt = self.models.device, self.models.dtype
         n = len(trie)
-        ids, positions = torch.tensor([trie.tokens, [s + k for k in trie.depths]], device=dev)[:, None]
+        ids = torch.tensor([trie.tokens], device=dev)
+        chain = trie.depths[-1] == n - 1   # depths never exceed ids: only a chain reaches n - 1
+        positions = torch.arange(s, s + n, device=dev)[None] if chain else \
+            torch.tensor([[s + k for k in trie.depths]], device=dev)
         mask = None
         if n > 1 and masks is not None and not self.window:
             mask = masks.mask(trie.parents, s, dt, dev)
