@@ -104,6 +104,8 @@ def decode_round(eng: ModelCalls, st: State, rc: RoundConfig, index: int) -> tup
     t0 = eng.sync_time()
     s = len(st.x) - 1
     L = min(rc.block_size, rc.max_len - s)             # the last blocks shrink to max_new_tokens
+    plain = rc.auto_nodes and L >= 2 and not rc.budget.drafts()   # no tree has paid lately: a plain step
+    L = 1 if plain else L
     offsets = list(range(1, len(st.a_d) + 1)) if rc.mode not in UNSHIFTED_MODES and L >= 2 else []
     m, k_cap, node_cap = len(offsets), rc.max_shifted, rc.max_trie_nodes
     if rc.auto_shifted:  # how many shifted blocks pay, from the run's estimates so far
@@ -125,7 +127,9 @@ def decode_round(eng: ModelCalls, st: State, rc: RoundConfig, index: int) -> tup
     paths, info, trie, facts = assemble_round(rc, baseline, shifted, drafts, offsets, st.rng,
                                               rc.max_len - s - 1, node_cap)
     chosen = {"available": m, "shifted": len(offsets)} if rc.auto_shifted or rc.auto_nodes else None
-    if rc.auto_nodes:  # verify the nodes that pay: best first, by calibrated score
+    if plain:
+        chosen.update(rc.budget.plain())
+    elif rc.auto_nodes and drafts is not None:  # verify the nodes that pay: best first, by calibrated score
         trie, facts, why = fit_nodes(rc.budget, paths, trie, facts, 1 + len(offsets))
         chosen.update(why)
 
