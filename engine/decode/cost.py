@@ -54,8 +54,8 @@ from ..options import DEFAULT_TREE_NODES, TREE_MODES, parse_max_trie_nodes
 from .config import auto_fields
 
 DRAFT_SIZES = (1, 2, 4, 8, 16)            # beyond: linear extrapolation (rarely needed on a CPU)
-VERIFY_SIZES = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128)   # 2 and 4: a CPU's fp32 GEMM of 2 rows costs
-                                                       # nearly what 8 cost, twice one row's GEMV
+VERIFY_SIZES = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128)   # 2 and 4: on a CPU in fp32, 2 rows cost about
+                                                       # what 8 do (1.5x one row): no line through 1 and 8
 EXPLORE_EVERY = 8
 PRIOR_GAIN, PRIOR_WEIGHT = 0.5, 2.0   # optimistic: 0.5 extra tokens per block, worth 2 rounds
 NODE_MARGIN = 1.5
