@@ -193,7 +193,11 @@ def round_caption(rec: dict, index: int, total: int, depth_cap: int | None = Non
                   f"draft {rec.get('draft_ms', 0):.1f} ms, verify {rec.get('verify_ms', 0):.1f} ms"
                   + "".join(f", {k} {v:.1f} ms" for k, v in (rec.get("stages_ms") or {}).items()
                             if k not in ("draft", "verify")))  # the round's own work (engine/trace.py STAGES)
-    line = fates_line(fates, rec.get("budget") if isinstance(rec.get("budget"), dict) else None)
+    budget = rec.get("budget") if isinstance(rec.get("budget"), dict) else None
+    line = fates_line(fates, budget)
+    if budget and budget.get("plain") is True:
+        line = ("A plain target step, no draft: in the rounds before, the auto budget found no tree worth its "
+                "draft on this machine (it drafts again now and then, to check).")
     out = head + (f"<br><span class='rx-fates'>{escape(line)}</span>" if line else "")
     if note:
         out += f"<br><span class='rx-note'>★ {escape(note)}</span>"

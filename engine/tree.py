@@ -119,20 +119,38 @@ def best_first(anchor: int, sources: list[Source], budget: int, max_depth: int, 
     return tree
 
 
-def leaf_order(tree: Tree) -> list[int]:
-    """Leaves depth first, children by descending score: the first path through any node follows its
-    best-scoring continuation (the path a round retains past the accepted chain)."""
+def as_trie(tree: Tree) -> tuple[Trie, list[int]]:
+    """The tree as the trie of its root-to-leaf paths, and per trie node its tree node. The paths are the
+    leaves depth first, children by descending score (ties: the older node first), so the first path through
+    any node follows its best-scoring continuation (the path a round retains past the accepted chain);
+    nodes are numbered as build_trie numbers them for those paths: depth-first preorder."""
     children: dict[int, list[int]] = {}
     for i in range(1, len(tree)):
         children.setdefault(tree.parents[i], []).append(i)
-    out, stack = [], [0]
+    trie, of, leaves = Trie([], [], [], []), [], []
+    stack = [(0, -1)]
     while stack:
-        n = stack.pop()
-        kids = sorted(children.get(n, []), key=lambda c: -tree.scores[c])
+        n, parent = stack.pop()
+        k = len(of)
+        of.append(n)
+        trie.tokens.append(tree.tokens[n])
+        trie.parents.append(parent)
+        trie.depths.append(tree.depths[n])
+        trie.provenance.append([])
+        kids = sorted(children.get(n, ()), key=lambda c: -tree.scores[c])
         if not kids:
-            out.append(n)
-        stack.extend(reversed(kids))
-    return out
+            leaves.append(k)
+        stack.extend((c, k) for c in reversed(kids))
+    for i, leaf in enumerate(leaves):
+        nodes = [leaf]
+        while trie.parents[nodes[-1]] >= 0:
+            nodes.append(trie.parents[nodes[-1]])
+        nodes.reverse()
+        for n in nodes:
+            trie.provenance[n].append(i)
+        trie.path_nodes.append(nodes)
+        trie.whole.append(True)
+    return trie, of
 
 
 def tree_proposal(baseline: list[int], shifted: dict[int, list[int]], ranked: list[list[list[tuple[int, float]]]],
@@ -158,16 +176,11 @@ def tree_proposal(baseline: list[int], shifted: dict[int, list[int]], ranked: li
         for row, d in enumerate(sorted(shifted), start=1):
             sources += [Source(d, t, ranked[row], conf=conf[row]) for t in info[d]["attached"]]
     tree = best_first(baseline[0], sources, max(nodes - 1, 0), depth_cap, ranker)
-    paths, ends = [], []
-    for leaf in leaf_order(tree):
-        src, chain = sources[tree.sources[leaf]], tree.path(leaf)
-        paths.append(Path(src.d, src.site if src.d else None, [tree.tokens[n] for n in chain]))
-        ends.append(chain)
-    trie = build_trie([p.tokens for p in paths])
-    of = [0] * len(trie)                           # trie node -> tree node
-    for chain, trie_nodes in zip(ends, trie.path_nodes):
-        for a, b in zip(chain, trie_nodes):
-            of[b] = a
+    trie, of = as_trie(tree)
+    paths = []
+    for along in trie.path_nodes:
+        src = sources[tree.sources[of[along[-1]]]]
+        paths.append(Path(src.d, src.site if src.d else None, [trie.tokens[n] for n in along]))
     scores = tree_scores(tree, sources, ranker)
     facts = {"block": [sources[tree.sources[n]].d for n in of], "rank": [tree.ranks[n] for n in of],
              "prob": [round(math.exp(tree.logq[n]), 6) for n in of], "score": [scores[n] for n in of]}

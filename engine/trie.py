@@ -29,6 +29,10 @@ def build_trie(paths: list[list[int]], max_nodes: int | None = None) -> Trie:
     With `max_nodes`, a path stops where it would add a node beyond the budget.
     """
     root = paths[0][0]
+    if len(paths) == 1:  # one path (a chain mode's baseline alone): a chain, no merging to do
+        n = len(paths[0]) if max_nodes is None else max(1, min(len(paths[0]), max_nodes))
+        return Trie(list(paths[0][:n]), list(range(-1, n - 1)), list(range(n)), [[0] for _ in range(n)],
+                    [list(range(n))], [True])
     trie = Trie([root], [-1], [0], [[]])
     children: dict[tuple[int, int], int] = {}
     for i, path in enumerate(paths):

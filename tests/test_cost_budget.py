@@ -9,15 +9,16 @@ import pytest
 from engine.decode import DecodeConfig, Engine
 from engine.decode import cost
 from engine.options import DEFAULT_TREE_NODES
+from engine.trace import validate_trace
 from tiny import tiny_models
 
 # drafting is free, every verified node costs 1 ms: only the verified trie size moves T(k)
 FREE_DRAFTS = dict(draft_n=[1, 16], draft_ms=[1.0, 1.0], verify_n=[1, 128], verify_ms=[1.0, 128.0])
 
 
-def _run(monkeypatch, cfg: DecodeConfig, seed: int = 1):
+def _run(monkeypatch, cfg: DecodeConfig, seed: int = 1, costs: dict = FREE_DRAFTS):
     eng = Engine(tiny_models("qwen3", seed, block_size=8))
-    prof = cost.Profile(eng.block_size, **FREE_DRAFTS)
+    prof = cost.Profile(eng.block_size, **costs)
     monkeypatch.setattr(cost.Profile, "measure", classmethod(lambda cls, engine, **kw: prof))
     budget = cost.budget_for(eng, cfg)
     return eng, budget, list(eng.run(eng.encode_prompt("ab c"), cfg, budget))
@@ -87,3 +88,33 @@ def test_a_tree_branch_gain_counts_as_the_baseline_s():
     st = cost.Stats()
     st.observe(rnd, prof)
     assert st.acc0() == 2
+
+
+@pytest.mark.parametrize("mode", ["ddtree", "reanchor-tree"])
+def test_the_auto_node_budget_takes_plain_steps_where_no_tree_pays(monkeypatch, mode):
+    """The node budget chooses after the draft, which is then paid for. Where every tree costs far more than
+    one token's verify (a draft of 50 ms, a verify of 2 nodes 100x one token's), the budget stops drafting:
+    plain target steps (one node, no draft call, the record says so) but for every EXPLORE_EVERY-th round,
+    and the text stays the target's own. Where trees cost what one token does, it drafts every round."""
+    costly = dict(draft_n=[1, 16], draft_ms=[50.0, 50.0], verify_n=[1, 2, 128], verify_ms=[1.0, 100.0, 200.0])
+    cfg = DecodeConfig(mode=mode, max_new_tokens=40, max_trie_nodes="auto", ignore_eos=True, calibration="fixed")
+    eng, budget, rounds = _run(monkeypatch, cfg, costs=costly)
+    plain = [r for r in rounds if r["budget"].get("plain")]
+    drafted = [r for r in rounds if not r["budget"].get("plain")]
+    assert len(plain) >= 20, [r["budget"] for r in rounds]
+    assert all(r["block_size"] == 1 and r["draft_ms"] == 0 and len(r["trie"]["tokens"]) == 1 and not r["shifted"]
+               and r["budget"]["nodes"] == 1 and r["budget"]["expected_tokens"] == 1.0 for r in plain)
+    assert len(drafted) <= len(rounds) // cost.EXPLORE_EVERY + 1
+    ids = eng.encode_prompt("ab c")
+    ar = eng.run(ids, DecodeConfig(mode="ar", max_new_tokens=40, ignore_eos=True)).finish()["output_ids"]
+    assert [t for r in rounds for t in r["new_tokens"]] == ar[1:]
+    again = eng.run(ids, cfg, cost.budget_for(eng, cfg))
+    again.finish()
+    validate_trace(again.trace())   # a plain step's record is a valid round, and the inspector says what it is
+    from app import render
+    assert "plain target step, no draft" in render.round_caption(plain[0], plain[0]["round"], len(rounds))
+    assert "plain target step" not in render.round_caption(drafted[0], drafted[0]["round"], len(rounds))
+
+    cheap = dict(draft_n=[1, 16], draft_ms=[0.0, 0.0], verify_n=[1, 128], verify_ms=[1.0, 1.0])
+    _, _, rounds = _run(monkeypatch, cfg, costs=cheap)
+    assert not [r for r in rounds if r["budget"].get("plain")] and all(r["draft_ms"] > 0 for r in rounds)

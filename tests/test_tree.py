@@ -247,3 +247,27 @@ def test_reanchor_tree_records_the_tree_g0_alone_would_have_grown():
     cut, cut_facts = prune(paths, trie, facts, set(best_nodes(facts["score"], 3)))
     assert len(cut) == len(cut_facts["ddtree"]["tokens"]) == 4 == len(cut_facts["block"])
     assert sorted(cut_facts["ddtree"]["tokens"]) == [1, 2, 6, 7]
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_as_trie_numbers_nodes_as_build_trie_merges_its_paths(seed):
+    """A round's trie comes from its tree in one pass (as_trie); it must be the trie build_trie makes of the
+    tree's paths, leaves depth first with the best-scoring child first: same nodes, same numbers, same
+    provenance, and every trie node mapped to the tree node with its token and depth."""
+    from engine.trie import build_trie
+    from engine.tree import as_trie
+    rng = random.Random(seed)
+    tree = best_first(7, [Source(0, 0, ranked_lists(rng, rng.randint(1, 7), rng.randint(1, 4), 5))],
+                      rng.randint(1, 30), 8)
+    trie, of = as_trie(tree)
+
+    def path(n):  # tree nodes from the anchor to n
+        return [n] if n == 0 else path(tree.parents[n]) + [n]
+
+    def order(n):  # leaves depth first, children by descending score, ties: the older node first
+        kids = sorted((c for c in range(1, len(tree)) if tree.parents[c] == n), key=lambda c: (-tree.scores[c], c))
+        return [n] if not kids else [leaf for c in kids for leaf in order(c)]
+    want = build_trie([[tree.tokens[n] for n in path(leaf)] for leaf in order(0)])
+    for f in ("tokens", "parents", "depths", "provenance", "path_nodes", "whole"):
+        assert getattr(trie, f) == getattr(want, f), f
+    assert [tree.tokens[n] for n in of] == trie.tokens and [tree.depths[n] for n in of] == trie.depths

@@ -54,10 +54,12 @@ from ..options import DEFAULT_TREE_NODES, TREE_MODES, parse_max_trie_nodes
 from .config import auto_fields
 
 DRAFT_SIZES = (1, 2, 4, 8, 16)            # beyond: linear extrapolation (rarely needed on a CPU)
-VERIFY_SIZES = (1, 8, 16, 24, 32, 48, 64, 96, 128)
+VERIFY_SIZES = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128)   # 2 and 4: on a CPU in fp32, 2 rows cost about
+                                                       # what 8 do (1.5x one row): no line through 1 and 8
 EXPLORE_EVERY = 8
 PRIOR_GAIN, PRIOR_WEIGHT = 0.5, 2.0   # optimistic: 0.5 extra tokens per block, worth 2 rounds
 NODE_MARGIN = 1.5
+PLAIN_EMA = 0.5      # the weight of the last drafted round in Budget.edge
 
 
 @dataclass
@@ -325,6 +327,8 @@ class Budget:
                            sized=tree_nodes is not None or auto_nodes, fixed_costs=fixed_costs)
         self.calib = Calibration()
         self.picks: list[tuple[int, int, int | None]] = []   # (m, k, n_nodes) per round
+        self.edge = 0.0     # log(best tree's expected rate / a plain step's), a moving average over drafted rounds
+        self.asked = 0      # rounds that asked `drafts`
 
     def shifted(self, m_available: int) -> tuple[int, int | None]:
         """(k shifted blocks, a node cap for chain modes without a node budget of their own)."""
@@ -340,7 +344,25 @@ class Budget:
         """The node budget for candidates with drafter scores `scores` (best first): {"nodes" (anchor
         included), "expected_tokens", "expected_ms"}."""
         n, e, t = choose_nodes(self.prof, self.stats, self.calib.estimates(scores), drafted)
+        self.edge += PLAIN_EMA * (math.log(e / t * self.plain_ms()) - self.edge)
         return {"nodes": n + 1, "expected_tokens": round(e, 3), "expected_ms": round(t, 2)}
+
+    def plain_ms(self) -> float:
+        """A plain target step: one token verified, no draft call."""
+        return self.stats.verify_scale * self.prof.verify(1) + self.stats.overhead_ms
+
+    def drafts(self) -> bool:
+        """Before a round's draft (auto node budget): whether to draft at all. The node budget chooses
+        after the draft, which by then is paid for: where the rounds that drafted lately found no tree worth
+        more than a plain target step (a CPU whose verify of a few nodes costs twice one token's, and a
+        drafter the target seldom follows), a plain step without the draft call is faster. Every
+        EXPLORE_EVERY-th round drafts anyway, so that the estimate can recover."""
+        self.asked += 1
+        return self.edge >= 0 or self.asked % EXPLORE_EVERY == 0
+
+    def plain(self) -> dict:
+        """The record of a plain step the budget chose (`drafts` said no)."""
+        return {"nodes": 1, "expected_tokens": 1.0, "expected_ms": round(self.plain_ms(), 2), "plain": True}
 
     def observe(self, round_record: dict) -> None:
         if self.ranker is not None:

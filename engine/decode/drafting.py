@@ -34,6 +34,7 @@ class Drafts:
     probs: torch.Tensor | None       # [rows, L-1, V]: the law tokens[r][j+1] was drawn from; None: argmax
     confidence: torch.Tensor | None = None  # [rows, L-1]: the drafter's P(draft j+1 accepted | the ones before were)
     backbone: list[list[int]] | None = None  # [rows][L]: a sequential head's backbone argmax (anchor at 0)
+    argmax: bool = False             # every token is its logits' argmax: rank 0 without a pass over the vocabulary
 
     def q(self) -> list[list[float]] | None:
         """Per drafted token, its probability under the law it was drawn from (None: argmax drafts)."""
@@ -62,7 +63,7 @@ class SequentialHead(Protocol):
 def _dflash(drafter, hidden, head, T: float, gen, argmax: bool) -> Proposal:
     logits = drafter.compute_logits(hidden, head).float()
     toks, probs = draw(logits, T, gen, argmax)
-    return Proposal(toks, logits, probs)
+    return Proposal(toks, logits, probs, argmax=probs is None)
 
 
 _GLOBAL_RNG = threading.Lock()   # one run at a time may borrow the process-wide RNG
@@ -122,11 +123,13 @@ def ranked(drafts: Drafts, k: int) -> list[list[list[tuple[int, float]]]]:
     lp = torch.log_softmax(drafts.logits.float(), -1)
     k = min(k, lp.shape[-1])
     top_lp, top_ids = lp.topk(k, -1)
-    drafted = torch.tensor([row[1:] for row in drafts.tokens], device=lp.device)
-    own = lp.gather(-1, drafted[..., None])[..., 0]
+    drafted, top_lp = [row[1:] for row in drafts.tokens], top_lp.tolist()
+    if drafts.argmax:  # the drafted token has the best log-probability (a tie has the same one)
+        own = [[x[0] for x in row] for row in top_lp]
+    else:
+        own = lp.gather(-1, torch.tensor(drafted, device=lp.device)[..., None])[..., 0].tolist()
     out = []
-    for r, (ids_r, lps_r, d_r, own_r) in enumerate(zip(top_ids.tolist(), top_lp.tolist(), drafted.tolist(),
-                                                       own.tolist())):
+    for ids_r, lps_r, d_r, own_r in zip(top_ids.tolist(), top_lp, drafted, own):
         out.append([[(d, o)] + [(t, x) for t, x in zip(ids, lps) if t != d][: k - 1]
                     for ids, lps, d, o in zip(ids_r, lps_r, d_r, own_r)])
     return out
@@ -139,24 +142,35 @@ def confidences(drafts: Drafts | None) -> list[list[float]] | None:
 
 def node_facts(drafts: Drafts, trie, paths, offsets: list[int]) -> dict[str, list]:
     """Per trie node of a chain-mode round: the block that proposed it (its first path's source: 0 or
-    d), its rank and probability in that block's distribution (temperature 1), and its score: log w
-    (the sum of log-probabilities from the anchor), or for a drafter with a confidence head the sum
+    d), its rank and probability in the distribution of the draw it is (temperature 1), and its score:
+    log w (the sum of log-probabilities from the anchor), or for a drafter with a confidence head the sum
     of log c (the head's estimate that the path survives: every chain node is its row's drafted token).
-    The anchor gets block 0, rank 0, probability 1."""
+    The anchor gets block 0, rank 0, probability 1. One pass over the vocabulary per node (its
+    log-softmax), and a second for the rank unless the drafts are their logits' argmax (rank 0)."""
     row_of = {0: 0, **{d: i for i, d in enumerate(offsets, start=1)}}
     block, rows, pos = [0], [], []
     for n in range(1, len(trie)):
         p = paths[min(trie.provenance[n])]
+        d, j = p.draws[trie.depths[n]]      # node n is g(d)[j]: the drafter's logits row j - 1 of block d
         block.append(p.source)
-        rows.append(row_of[p.source])
-        pos.append(trie.depths[n] - (p.site or 0) - 1)
+        rows.append(row_of[d])
+        pos.append(j - 1)
     if not rows:
         return {"block": block, "rank": [0], "prob": [1.0], "score": [0.0]}
-    ix = torch.tensor([rows, pos, trie.tokens[1:]], device=drafts.logits.device)  # one copy, one read back
-    logits = drafts.logits[ix[0], ix[1]].float()       # [nodes, V]
-    own = logits.gather(-1, ix[2][:, None])[:, 0]
-    lq, rank = torch.stack([own - torch.logsumexp(logits, -1), (logits > own[:, None]).sum(-1).to(own.dtype)]).tolist()
-    rank = [int(r) for r in rank]
+    # few ops, each fused (logsumexp is a composite of ten on the CPU): a chain's nodes are usually
+    # one row's first positions, a slice
+    n, dev = len(rows), drafts.logits.device
+    if rows == [0] * n and pos == list(range(n)):
+        logits, tok = drafts.logits[0, :n], torch.tensor(trie.tokens[1:], device=dev)[:, None]
+    else:
+        ix = torch.tensor([rows, pos, trie.tokens[1:]], device=dev)
+        logits, tok = drafts.logits[ix[0], ix[1]], ix[2][:, None]     # [nodes, V] float, [nodes, 1]
+    lq = torch.log_softmax(logits, -1).gather(-1, tok)[:, 0]
+    if drafts.argmax:
+        lq, rank = lq.tolist(), [0] * n
+    else:
+        lq, rank = torch.stack([lq, (logits > logits.gather(-1, tok)).sum(-1).to(lq.dtype)]).tolist()
+        rank = [int(r) for r in rank]
     conf = confidences(drafts)
     est = lq if conf is None else [head_logq(0.0, 0.0, conf[r][j], True) for r, j in zip(rows, pos)]
     scores = path_scores(trie.parents, [0.0] + est)

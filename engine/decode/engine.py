@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 
+import numpy
 import torch
 
 from ..errors import InputError
@@ -33,6 +34,7 @@ class Engine:
         drafter dtype (models.draft_dtype, --draft-dtype), which the projection then keeps too, so
         `--draft-dtype float32` drafts what the reference loops draft; None: the drafter's own dtype."""
         self.models = models
+        self.cuda = models.device.type == "cuda"   # sync_time waits for the device
         self.stop_ids = stop_token_ids(models.tokenizer, models.target.config)
         d, t = models.drafter, models.target
         self.layer_ids = list(d.target_layer_ids) if d is not None else []
@@ -86,7 +88,7 @@ class Engine:
 
     # -- the model calls ------------------------------------------------------------------------
     def sync_time(self) -> float:
-        if self.models.device.type == "cuda":
+        if self.cuda:
             torch.cuda.synchronize(self.models.device)
         return time.perf_counter()
 
@@ -121,7 +123,9 @@ class Engine:
         dev, dt = self.models.device, self.models.dtype
         n = len(trie)
         ids = torch.tensor([trie.tokens], device=dev)
-        depths = torch.tensor(trie.depths, device=dev)
+        chain = trie.depths[-1] == n - 1   # depths never exceed ids: only a chain reaches n - 1
+        positions = torch.arange(s, s + n, device=dev)[None] if chain else \
+            torch.tensor([[s + k for k in trie.depths]], device=dev)
         mask = None
         if n > 1 and masks is not None and not self.window:
             mask = masks.mask(trie.parents, s, dt, dev)
@@ -130,11 +134,11 @@ class Engine:
                                  tree_mask(trie.parents, max(trie.depths), dev)], 1)
             mask = additive(visible, dt)
             if self.window:   # sliding layers see keys at most window - 1 positions back
-                q = s + depths
+                q = positions[0]
                 k = torch.cat([torch.arange(s, device=dev), q])
                 near = additive(visible & (q[:, None] - k[None, :] < self.window), dt)
                 mask = near if self.all_sliding else {"full_attention": mask, "sliding_attention": near}
-        logits, feats = self.target_forward(ids, (s + depths)[None], mask, cache)
+        logits, feats = self.target_forward(ids, positions, mask, cache)
         return logits[0], feats[0]
 
     @staticmethod
@@ -162,15 +166,19 @@ class Engine:
         dev = m.device
         n, c, r = len(anchors), ctx_new.shape[0], R.shape[0]
         n_in = L - 1 + self.offset
-        hidden = torch.cat([ctx_new[None].expand(n, -1, -1), R[None].expand(n, -1, -1)], 1)
-        hidden = hidden.to(self.draft_dtype)
-        block = torch.full((n, L), self.mask_id, device=dev)
-        block[:, 0] = torch.tensor(anchors, device=dev)
+        # few host ops: on a small model each costs as much as the arithmetic it launches
+        hidden = torch.cat([ctx_new, R]) if r else ctx_new
+        hidden = hidden.to(self.draft_dtype)[None]
+        hidden = hidden.expand(n, -1, -1).contiguous() if n > 1 else hidden
+        block = torch.tensor([[a] + [self.mask_id] * (L - 1) for a in anchors], device=dev)
         noise = torch.nn.functional.embedding(block[:, :n_in], self.draft_embed)
         noise = noise * self.embed_scale if self.embed_scale != 1.0 else noise
-        d = torch.arange(n, device=dev)[:, None]
-        pos = torch.cat([torch.arange(s - c, s + r, device=dev)[None].expand(n, -1),
-                         s + d + torch.arange(n_in, device=dev)[None]], 1)
+        if n == 1 and not r:  # the baseline alone: context and block positions run on
+            pos = torch.arange(s - c, s + n_in, device=dev)[None]
+        else:
+            d = torch.arange(n, device=dev)[:, None]
+            pos = torch.cat([torch.arange(s - c, s + r, device=dev)[None].expand(n, -1),
+                             s + d + torch.arange(n_in, device=dev)[None]], 1)
         mask = None
         if r:  # row d sees only R[0..d-1]
             cached = len(ctx)
@@ -186,7 +194,7 @@ class Engine:
         backbone = None
         if p.backbone is not None:
             backbone = torch.cat([block[:, :1], p.backbone], 1).tolist()
-        return Drafts(block.tolist(), p.logits, p.probs, p.confidence, backbone)
+        return Drafts(block.tolist(), p.logits, p.probs, p.confidence, backbone, p.argmax)
 
     @staticmethod
     def new_masks() -> "TreeMask":
@@ -298,14 +306,16 @@ class TreeMask:
         elif self.last is not None:
             ls, ln = self.last
             buf[0, 0, :ln, ls: ls + ln] = 0
-        rows, cols, anc = [], [], []
-        for i, p in enumerate(parents):
-            a = (anc[p] if p >= 0 else []) + [i]
-            anc.append(a)
-            rows += [i] * len(a)
-            cols += a
         block = buf[0, 0, :n, s: s + n]
         block.fill_(torch.finfo(dtype).min)
-        block[torch.tensor(rows, device=device), torch.tensor(cols, device=device)] = 0
+        if all(p == i - 1 for i, p in enumerate(parents)):  # a chain: node i sees nodes 0..i (two ops)
+            block.triu_(1)
+        else:  # node i sees what its parent sees, and itself (parents precede children); numpy rows are
+            vis = numpy.zeros((n, n), dtype=bool)  # ~6x cheaper on the host than torch index lists
+            for i, p in enumerate(parents):
+                if p >= 0:
+                    vis[i, : p + 1] = vis[p, : p + 1]
+                vis[i, i] = True
+            block.masked_fill_(torch.from_numpy(vis).to(device), 0)
         self.last = (s, n)
         return buf[:, :, :n, : s + n]

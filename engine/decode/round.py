@@ -104,6 +104,8 @@ def decode_round(eng: ModelCalls, st: State, rc: RoundConfig, index: int) -> tup
     t0 = eng.sync_time()
     s = len(st.x) - 1
     L = min(rc.block_size, rc.max_len - s)             # the last blocks shrink to max_new_tokens
+    plain = rc.auto_nodes and L >= 2 and not rc.budget.drafts()   # no tree has paid lately: a plain step
+    L = 1 if plain else L
     offsets = list(range(1, len(st.a_d) + 1)) if rc.mode not in UNSHIFTED_MODES and L >= 2 else []
     m, k_cap, node_cap = len(offsets), rc.max_shifted, rc.max_trie_nodes
     if rc.auto_shifted:  # how many shifted blocks pay, from the run's estimates so far
@@ -125,7 +127,9 @@ def decode_round(eng: ModelCalls, st: State, rc: RoundConfig, index: int) -> tup
     paths, info, trie, facts = assemble_round(rc, baseline, shifted, drafts, offsets, st.rng,
                                               rc.max_len - s - 1, node_cap)
     chosen = {"available": m, "shifted": len(offsets)} if rc.auto_shifted or rc.auto_nodes else None
-    if rc.auto_nodes:  # verify the nodes that pay: best first, by calibrated score
+    if plain:
+        chosen.update(rc.budget.plain())
+    elif rc.auto_nodes and drafts is not None:  # verify the nodes that pay: best first, by calibrated score
         trie, facts, why = fit_nodes(rc.budget, paths, trie, facts, 1 + len(offsets))
         chosen.update(why)
 
@@ -156,7 +160,7 @@ def decode_round(eng: ModelCalls, st: State, rc: RoundConfig, index: int) -> tup
     # 5. retain: the first path through the accepted chain, its nodes past the chain
     rest = trie.path_nodes[retained_path(trie, chain)][len(chain):]
     a_d = [target_token(n) for n in rest]
-    nxt = replace(st, x=st.x + new, ctx_new=feats[chain], R=feats[rest], a_d=a_d, done=done)
+    nxt = replace(st, x=st.x + new, ctx_new=rows(feats, chain), R=rows(feats, rest), a_d=a_d, done=done)
     tr = eng.sync_time()
     stages = {"draft": (td - t0) * 1e3, "build": (tv - td) * 1e3, "verify": (ta - tv) * 1e3,
               "accept": (tr - ta) * 1e3}
@@ -235,6 +239,13 @@ def head_notes(drafts, offsets: list[int]) -> dict:
         notes["backbone"] = [{"d": d, "j": j, "token": b} for d, toks, bb in zip(rows, drafts.tokens, drafts.backbone)
                              for j, (t, b) in enumerate(zip(toks, bb)) if t != b]
     return notes
+
+
+def rows(t: torch.Tensor, idx: list[int]) -> torch.Tensor:
+    """t[idx]: a view when the nodes are consecutive (a chain's usually are), which costs no copy."""
+    if idx and idx[-1] - idx[0] == len(idx) - 1 and idx == list(range(idx[0], idx[-1] + 1)):
+        return t[idx[0]: idx[-1] + 1]
+    return t[idx]
 
 
 def commit(new: list[int], rc: RoundConfig, committed: int) -> tuple[list[int], bool]:

@@ -76,7 +76,8 @@ class Run:
         return self
 
     def __next__(self) -> dict:
-        return next(self._gen)
+        with torch.inference_mode():
+            return next(self._gen)
 
     def stop(self) -> None:
         """End the run (thread-safe): between rounds, or inside the round under way at its next model layer
@@ -84,8 +85,9 @@ class Run:
         self._stop.set()
 
     def finish(self) -> dict:
-        for _ in self:
-            pass
+        with torch.inference_mode():  # once, not once per round as __next__ must
+            for _ in self._gen:
+                pass
         return self.result
 
     def trace_config(self) -> dict:
@@ -113,8 +115,7 @@ class Run:
                 "stats": run_stats(self.rounds, len(self.output_ids),
                                    self.engine.sync_time() - self._t0 if self._t0 is not None else 0.0)}
 
-    @torch.inference_mode()
-    def _loop(self):
+    def _loop(self):  # a generator: run under inference mode by __next__ and finish
         eng, rc = self.engine, self.round_config
         self._t0 = eng.sync_time()
         try:

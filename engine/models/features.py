@@ -21,32 +21,50 @@ def _body(target):
     return getattr(target, "model", target)
 
 
+class _Tap:
+    """Forward hooks on the requested layers of one target, registered once and kept: a hook does nothing
+    unless its thread is inside `context_features` (registering and removing hooks for every call
+    cost a decoding round on a small model as much as its bookkeeping). One Engine serves runs from
+    several threads, and the hooks on the shared target see every thread's forwards: each thread
+    records into its own dict."""
+
+    def __init__(self, target, layer_ids: tuple[int, ...]):
+        body = _body(target)
+        last = len(body.layers) - 1
+        self.local = threading.local()
+
+        def keep(l: int):
+            def hook(_module, _args, out):
+                got = getattr(self.local, "got", None)
+                if got is not None:
+                    h = out[0] if isinstance(out, tuple) else out
+                    got[l] = body.norm(h) if l == last else h   # hidden_states[-1] is the normed output
+            return hook
+
+        for l in layer_ids:
+            body.layers[l].register_forward_hook(keep(l))
+
+
+def _tap(target, layer_ids: tuple[int, ...]) -> _Tap:
+    taps = target.__dict__.setdefault("_feature_taps", {})   # one per layer set, for the target's lifetime
+    if layer_ids not in taps:
+        taps[layer_ids] = _Tap(target, layer_ids)
+    return taps[layer_ids]
+
+
 @contextmanager
 def context_features(target, layer_ids: list[int]) -> Iterator[Callable[[torch.Tensor], torch.Tensor]]:
-    """Within the block, forwards of `target` record the requested layers' outputs; the yielded function
-    returns them concatenated (the last dimension), or `like[..., :0]` when no layer is requested. Only this
-    thread's forwards are recorded: one Engine serves runs from several threads, and a hook on the shared
-    target sees every thread's forwards."""
-    body = _body(target)
-    layers, got = body.layers, {}
-    last = len(layers) - 1
-    owner = threading.get_ident()
-
-    def keep(l: int):
-        def hook(_module, _args, out):
-            if threading.get_ident() != owner:
-                return
-            h = out[0] if isinstance(out, tuple) else out
-            got[l] = body.norm(h) if l == last else h   # hidden_states[-1] is the normed output
-        return hook
-
-    hooks = [layers[l].register_forward_hook(keep(l)) for l in layer_ids]
+    """Within the block, forwards of `target` on this thread record the requested layers' outputs; the
+    yielded function returns them concatenated (the last dimension), or `like[..., :0]` when no layer
+    is requested."""
+    ids = tuple(layer_ids)
+    local = _tap(target, ids).local
+    got = local.got = {}
 
     def features(like: torch.Tensor) -> torch.Tensor:
-        return torch.cat([got[l] for l in layer_ids], -1) if layer_ids else like[..., :0]
+        return torch.cat([got[l] for l in ids], -1) if ids else like[..., :0]
 
     try:
         yield features
     finally:
-        for h in hooks:
-            h.remove()
+        local.got = None

@@ -44,6 +44,7 @@ class Proposal:
     probs: torch.Tensor | None = None       # [rows, L-1, V]: the law each token was drawn from; None: argmax
     confidence: torch.Tensor | None = None  # [rows, L-1]: P(draft j accepted | drafts < j accepted)
     backbone: torch.Tensor | None = None    # [rows, L-1]: the backbone's own argmax (sequential heads)
+    argmax: bool = False                    # every token is its logits' argmax (its rank is 0)
 
 
 def tempered(logits: torch.Tensor, T: float) -> torch.Tensor:
