@@ -346,10 +346,7 @@ def test_tree_modes_run_replay_and_draw_their_curve(app, tiny_dirs):
 
 @pytest.fixture(scope="module")
 def replay_app(tmp_path_factory):
-    """An app whose --target names nothing: its model fails to load and it serves traces (one launch for the tests
-    of both; `--no-model`, replay only by choice, is test_app_serves_when_gradios_localhost_check_times_out's)."""
-    tmp = tmp_path_factory.mktemp("replaylog")
-    proc = AppProcess(["--target", str(tmp / "no-such-model")], tmp / "app.log")
+    proc = AppProcess(["--no-model"], tmp_path_factory.mktemp("replaylog") / "app.log")
     try:
         proc.wait_up()
         yield proc
@@ -373,20 +370,26 @@ def test_example_traces_pooled_analyses(replay_app):
     assert res["alignment_stats"] == json.loads(json.dumps(analyses.alignment_stats(traces)))
 
 
-def test_unknown_model_path_is_reported_and_the_app_keeps_serving(replay_app):
+def test_unknown_model_path_is_reported_and_the_app_keeps_serving(tmp_path):
     """--target naming nothing: the status line and a run's error name the target; traces still replay."""
     from app.session import example_traces
 
-    c = client(replay_app)
-    deadline = time.monotonic() + 60
-    while "failed" not in (status := c.predict(api_name="/model_status")[0]) and time.monotonic() < deadline:
-        time.sleep(0.3)
-    assert "model loading failed" in status and "no-such-model" in status, status
-    with pytest.raises(AppError, match="Model: loading failed.*no-such-model"):
-        c.predict(PROMPT, "reanchor", "earliest", 0, 0, 16, api_name="/run")
-    found = example_traces()
-    if found:
-        assert "loaded trace" in c.predict(handle_file(found[0][1]), api_name="/load_trace")[METRICS]
+    missing = tmp_path / "no-such-model"
+    proc = AppProcess(["--target", str(missing)], tmp_path / "app.log")
+    try:
+        proc.wait_up()
+        c = client(proc)
+        deadline = time.monotonic() + 60
+        while "failed" not in (status := c.predict(api_name="/model_status")[0]) and time.monotonic() < deadline:
+            time.sleep(0.3)
+        assert "model loading failed" in status and "no-such-model" in status, status
+        with pytest.raises(AppError, match="Model: loading failed.*no-such-model"):
+            c.predict(PROMPT, "reanchor", "earliest", 0, 0, 16, api_name="/run")
+        found = example_traces()
+        if found:
+            assert "loaded trace" in c.predict(handle_file(found[0][1]), api_name="/load_trace")[METRICS]
+    finally:
+        proc.stop()
 
 
 # The app under Gradio's localhost self-check answering "not reachable", as its one 3 s HEAD did when the
