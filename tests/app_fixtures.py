@@ -202,6 +202,13 @@ def launched_tiny_app(tmp_path_factory, context: int | None = None, extra: tuple
     yield from launched_app(["--target", str(target), "--drafter", str(drafter), *extra], tmp_path_factory)
 
 
+def wait_text(pg, selector: str, pattern: str, timeout: float = 30000) -> None:
+    """Until the text a person reads in `selector` matches the regular expression `pattern` (JavaScript's RegExp:
+    re.escape a plain text)."""
+    pg.wait_for_function("([s, p]) => new RegExp(p).test(document.querySelector(s)?.innerText || '')",
+                         arg=[selector, pattern], timeout=timeout)
+
+
 def compare_with_dflash(pg) -> None:
     """Open Compare and run its default comparison (dflash) of the trace shown, until its metrics say so."""
     pg.get_by_text("Compare: a second run").click()

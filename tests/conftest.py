@@ -36,3 +36,13 @@ def browser():
         b = p.chromium.launch(executable_path=path, args=CHROMIUM_ARGS)
         yield b
         b.close()
+
+
+@pytest.fixture(scope="session")
+def tiny_app(tmp_path_factory):
+    """`python -m app` serving the tiny Qwen3 target and drafter, launched once for every module that needs no other
+    settings (test_app_browser, test_app_round_inspector and test_app_lesson, test_app_trace_bounds): a launch cost
+    ~5 s of imports and a model load. Each test talks to it through its own page or client, i.e. its own session."""
+    from app_fixtures import launched_tiny_app
+
+    yield from launched_tiny_app(tmp_path_factory)

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from app_fixtures import OUTPUT, REPO, chromium_or_skip, compare_with_dflash, launched_tiny_app
+from app_fixtures import OUTPUT, REPO, chromium_or_skip, compare_with_dflash
 
 pytest.importorskip("playwright.sync_api")  # the browser fixture (conftest.py) drives it
 
@@ -22,9 +22,9 @@ LONG_PROMPT = "a b c d e f g"
 
 
 @pytest.fixture(scope="module")
-def app(tmp_path_factory):
+def app(tiny_app):
     chromium_or_skip()
-    yield from launched_tiny_app(tmp_path_factory)
+    return tiny_app
 
 
 # Round i in view, the server's answer in (Watched.wait_round).

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import re
 import statistics
-import subprocess
 import time
 import urllib.request
 from html import unescape
@@ -13,7 +12,7 @@ from html import unescape
 import pytest
 
 from app import plots, records
-from app_fixtures import OUTPUT, PYTHON, REPO, AppProcess, save_tiny_folders
+from app_fixtures import OUTPUT, PYTHON, AppProcess, save_tiny_folders
 
 gradio_client = pytest.importorskip("gradio_client")
 from gradio_client import Client, handle_file  # noqa: E402
@@ -70,13 +69,21 @@ def _export_path(app, result) -> str:
 
 
 def _cli(tiny_dirs, prompt: str, max_new: int, mode="reanchor", rule="earliest", temperature=0.0, seed=0) -> dict:
+    """`python -m engine generate --json` as its main runs it, in this process (a python of its own re-imported
+    torch: ~4 s a call; test_cli.py runs the command line)."""
+    import contextlib
+    import io
+
+    from engine.__main__ import main
+
     target, drafter = tiny_dirs
-    out = subprocess.run([PYTHON, "-m", "engine", "generate", "--prompt", prompt, "--mode", mode, "--rule", rule,
-                          "--temperature", str(temperature), "--seed", str(seed), "--max-new-tokens", str(max_new),
-                          "--target", str(target), "--drafter", str(drafter), "--json"],
-                         cwd=REPO, capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr[-2000:]
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        rc = main(["generate", "--prompt", prompt, "--mode", mode, "--rule", rule, "--temperature", str(temperature),
+                   "--seed", str(seed), "--max-new-tokens", str(max_new), "--target", str(target), "--drafter",
+                   str(drafter), "--json"])
+    assert rc == 0, out.getvalue()[-2000:]
+    return json.loads(out.getvalue().strip().splitlines()[-1])
 
 
 def test_run_streams_and_matches_engine_cli(app, tiny_dirs):

@@ -358,14 +358,17 @@ def test_sessions_are_bounded_in_count_and_idle_time():
     assert states[2]["trace"] is None
 
 
-def test_check_trace_command(tmp_path):
+def test_check_trace_command(tmp_path, capsys):
+    """`python -m engine check-trace` as its main runs it, in this process (test_cli_errors.py runs the command)."""
+    from engine.__main__ import main
+
     good, bad = tmp_path / "good.json", tmp_path / "bad.json"
     good.write_text(json.dumps(base_trace()))
     bad.write_bytes(_bytes(_set("rounds.1.trie.depths.-1", 1_000_000)))
-    p = subprocess.run([PYTHON, "-m", "engine", "check-trace", str(good), str(bad)], cwd=REPO, capture_output=True,
-                       text=True, timeout=120)
-    assert p.returncode == 2 and "good.json: valid" in p.stdout, p.stderr
-    assert p.stderr.strip().splitlines() == [p.stderr.strip()] and f"error: {bad}: rounds[1].trie.depths" in p.stderr
+    assert main(["check-trace", str(good), str(bad)]) == 2
+    out, err = capsys.readouterr()
+    assert "good.json: valid" in out, err
+    assert err.strip().splitlines() == [err.strip()] and f"error: {bad}: rounds[1].trie.depths" in err
 
 
 # -- against the launched app ---------------------------------------------------------------------

@@ -14,7 +14,7 @@ import re
 
 import pytest
 
-from app_fixtures import OUTPUT, REPO, compare_with_dflash, real_trace
+from app_fixtures import OUTPUT, REPO, compare_with_dflash, real_trace, wait_text
 from test_app_browser import JS_ROUND_SETTLED
 from test_app_round_inspector import app, page  # noqa: F401  (the fixtures: the tiny app, one page at 1280x720)
 
@@ -34,15 +34,6 @@ JS_FRAMES = """() => {
 }"""
 
 
-def metrics(pg) -> str:
-    return pg.inner_text("#rx-metrics")
-
-
-def wait_metrics(pg, pattern: str, timeout: float = 120000) -> None:
-    pg.wait_for_function("p => new RegExp(p).test(document.querySelector('#rx-metrics')?.innerText || '')",
-                         arg=pattern, timeout=timeout)
-
-
 def go_to_round(pg, i: int) -> None:
     box = pg.locator("#rx-slider input[type=number]")
     box.fill(str(i))
@@ -53,14 +44,14 @@ def go_to_round(pg, i: int) -> None:
 def load_trace(pg, trace: dict, path) -> None:
     path.write_text(json.dumps(trace))
     pg.set_input_files(LOAD, str(path))
-    wait_metrics(pg, "loaded trace", 30000)
+    wait_text(pg, "#rx-metrics", "loaded trace")
 
 
 def run(pg, prompt: str, max_new: int) -> None:
     pg.fill("#rx-prompt textarea", prompt)
     pg.fill("#rx-max-new input", str(max_new))
     pg.click("#rx-run")
-    wait_metrics(pg, r"\b(done|stopped)\b")
+    wait_text(pg, "#rx-metrics", r"\b(done|stopped)\b", 120000)
 
 
 def close_toasts(pg) -> None:
@@ -78,7 +69,7 @@ def test_c_the_page_shows_each_example_traces_own_tau(page):
         stats = json.loads(path.read_text())["stats"]
         page.wait_for_function("r => (document.querySelector('#rx-metrics')?.innerText || '').includes('rounds ' + r)",
                                arg=str(stats["rounds"]), timeout=20000)
-        shown = re.search(r"τ\s*([\d.]+)", metrics(page)).group(1)
+        shown = re.search(r"τ\s*([\d.]+)", page.inner_text("#rx-metrics")).group(1)
         assert shown == f"{stats['tau']:.2f}", (path.name, shown, stats["tau"])
 
 
@@ -114,7 +105,7 @@ def test_b_compare_on_an_example_trace_with_an_empty_prompt_box(page):
     on another target than this app's), never "Prompt: is empty"."""
     page.locator("#rx-example-trace input").click()
     page.get_by_role("option", name=EXAMPLES[0].stem).click()
-    wait_metrics(page, "example trace", 20000)
+    wait_text(page, "#rx-metrics", "example trace", 20000)
     page.fill("#rx-prompt textarea", "")
     page.get_by_text("Compare: a second run").click()
     page.click("#rx-cmp-run")
@@ -174,7 +165,7 @@ def show_example(pg, stem: str) -> int:
     pg.wait_for_function("n => (document.querySelector('#rx-example-trace input')?.value || '') === n", arg=stem,
                          timeout=20000)
     # this trace's numbers in the strip, and its opening round in the inspector (not the trace shown before)
-    wait_metrics(pg, f"rounds {len(trace['rounds'])}\\b", 20000)
+    wait_text(pg, "#rx-metrics", f"rounds {len(trace['rounds'])}\\b", 20000)
     pg.wait_for_function(JS_ROUND_SETTLED, arg=i, timeout=20000)
     pg.wait_for_function("() => /most instructive/.test(document.querySelector('#rx-caption')?.innerText || '')",
                          timeout=20000)

@@ -15,7 +15,7 @@ import re
 
 import pytest
 
-from app_fixtures import OUTPUT, REPO, chromium_or_skip, compare_with_dflash, launched_tiny_app
+from app_fixtures import OUTPUT, REPO, chromium_or_skip, compare_with_dflash, wait_text
 from test_app_browser import JS_ROUND_SETTLED, click_timeline_bar  # the page helpers those tests use
 
 pytest.importorskip("playwright.sync_api")  # the browser fixture (conftest.py) drives it
@@ -30,9 +30,9 @@ JS_PILLS = """() => [...document.querySelectorAll('[data-testid="status-tracker"
 
 
 @pytest.fixture(scope="module")
-def app(tmp_path_factory):
+def app(tiny_app):
     chromium_or_skip()
-    yield from launched_tiny_app(tmp_path_factory)
+    return tiny_app
 
 
 @pytest.fixture
@@ -56,8 +56,7 @@ def caption(pg) -> str:
 
 
 def wait_caption(pg, text: str, timeout: float = 30000) -> None:
-    pg.wait_for_function("t => (document.querySelector('#rx-caption')?.innerText || '').includes(t)",
-                         arg=text, timeout=timeout)
+    wait_text(pg, "#rx-caption", re.escape(text), timeout)
 
 
 def in_view(pg, selector: str) -> bool:

@@ -22,7 +22,7 @@ import urllib.request
 import pytest
 
 from app import analysis, callbacks, session, views
-from app_fixtures import free_port, launched_tiny_app
+from app_fixtures import free_port
 from engine import analyses
 from engine.trace import TraceError, parse_trace, validate_trace
 
@@ -377,8 +377,8 @@ METRICS, CAPTION, NAV_TEXT = 1, 1, 4  # /load_trace's metrics; a navigation call
 
 
 @pytest.fixture(scope="module")
-def app(tmp_path_factory):
-    yield from launched_tiny_app(tmp_path_factory)
+def app(tiny_app):
+    return tiny_app
 
 
 def _upload(c, path) -> tuple:

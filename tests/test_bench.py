@@ -11,6 +11,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from engine.__main__ import main as cli  # the CLI's own path, in this process: a second python re-imported torch
 from engine.bench import main as bench
 from engine.bench import sets
 from engine import analyses as A
@@ -34,11 +35,8 @@ def tiny_dirs(tmp_path_factory):
 def bench_out(tiny_dirs):
     tmp, target, drafter, prompts = tiny_dirs
     out = tmp / "out"
-    cmd = [sys.executable, "-m", "engine", "bench", "--prompts", str(prompts), "--target", str(target),
-           "--drafter", str(drafter), "--max-new-tokens", "20", "--rules", "earliest,all",
-           "--traces", "--out", str(out)]
-    p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert p.returncode == 0, p.stderr[-3000:]
+    assert cli(["bench", "--prompts", str(prompts), "--target", str(target), "--drafter", str(drafter),
+                "--max-new-tokens", "20", "--rules", "earliest,all", "--traces", "--out", str(out)]) == 0
     return out
 
 
@@ -49,11 +47,9 @@ def test_reference_section_and_stage_times(tiny_dirs):
     from engine.trace import STAGES
     tmp, target, drafter, prompts = tiny_dirs
     out = tmp / "out-reference"
-    cmd = [sys.executable, "-m", "engine", "bench", "--prompts", str(prompts), "--target", str(target),
-           "--drafter", str(drafter), "--max-new-tokens", "20", "--modes", "dflash,ddtree", "--reference", "dflash",
-           "--reference-repeats", "1", "--out", str(out)]
-    p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
-    assert p.returncode == 0, p.stderr[-3000:]
+    assert cli(["bench", "--prompts", str(prompts), "--target", str(target), "--drafter", str(drafter),
+                "--max-new-tokens", "20", "--modes", "dflash,ddtree", "--reference", "dflash", "--reference-repeats", "1",
+                "--out", str(out)]) == 0
     bench_out = out
     res = json.loads((bench_out / "results.json").read_text())
     ref = res["reference"]["dflash"]
@@ -100,11 +96,9 @@ def test_block_size_flag(tiny_dirs):
     """--block-size drafts shorter blocks than the drafter was trained for; every mode stays lossless."""
     tmp, target, drafter, prompts = tiny_dirs
     out = tmp / "out-b4"
-    cmd = [sys.executable, "-m", "engine", "bench", "--prompts", str(prompts), "--target", str(target),
-           "--drafter", str(drafter), "--max-new-tokens", "20", "--modes", "ar,dflash,reanchor",
-           "--block-size", "4", "--traces", "--out", str(out)]
-    p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert p.returncode == 0, p.stderr[-3000:]
+    assert cli(["bench", "--prompts", str(prompts), "--target", str(target), "--drafter", str(drafter),
+                "--max-new-tokens", "20", "--modes", "ar,dflash,reanchor", "--block-size", "4", "--traces",
+                "--out", str(out)]) == 0
     res = json.loads((out / "results.json").read_text())
     assert res["config"]["block_size"] == 4
     assert all(r["lossless"] == 1.0 for r in res["runs"])
@@ -117,8 +111,7 @@ def test_bench_at_t1_with_both_acceptance_rules(tiny_dirs):
     """The paper's T=1 columns: sampled runs, both acceptance rules side by side, no lossless share."""
     tmp, target, drafter, prompts = tiny_dirs
     out = tmp / "out-t1"
-    from engine.__main__ import main  # in process: the CLI's own path, without a second interpreter
-    assert main(["bench", "--prompts", str(prompts), "--target", str(target), "--drafter", str(drafter),
+    assert cli(["bench", "--prompts", str(prompts), "--target", str(target), "--drafter", str(drafter),
                  "--max-new-tokens", "12", "--modes", "ar,dflash,reanchor", "--temperature", "1",
                  "--acceptance", "speculative,match", "--traces", "--out", str(out)]) == 0
     res = json.loads((out / "results.json").read_text())

@@ -117,15 +117,18 @@ def test_a_drafter_with_its_own_vocabulary_must_match_the_target(tiny, tmp_path,
         decodes(capsys, "--target", target, "--drafter", head_drafter(target, tmp_path / "dflash", "dflash", rows + 4))
 
 
-def test_the_cli_exits_2_naming_the_drafter(tiny, tmp_path):
+def test_the_cli_exits_2_naming_the_drafter(tiny, tmp_path, capfd):
+    """All the command prints (capfd: the stderr file, loggers included), from its main in this process: a python
+    of its own re-imported torch for this one line (test_cli.py runs the command line)."""
     target = tiny["qwen3"]
     folder = head_drafter(target, tmp_path / "domino", "domino", AutoConfig.from_pretrained(target).vocab_size + 4)
-    p = subprocess.run([sys.executable, "-m", "engine", "generate", "--prompt", "ab", "--max-new-tokens", "6",
-                        "--target", str(target), "--drafter", str(folder), "--device", "cpu"],
-                       cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert p.returncode == 2, p.stderr[-2000:]
-    assert "Traceback" not in p.stderr
-    assert p.stderr.strip().splitlines()[-1].startswith("error: drafter: vocab_size 12 != "), p.stderr[-2000:]
+    capfd.readouterr()
+    rc = main(["generate", "--prompt", "ab", "--max-new-tokens", "6", "--target", str(target), "--drafter",
+               str(folder), "--device", "cpu"])
+    err = capfd.readouterr().err
+    assert rc == 2, err[-2000:]
+    assert "Traceback" not in err
+    assert err.strip().splitlines()[-1].startswith("error: drafter: vocab_size 12 != "), err[-2000:]
 
 
 # -- 2. target_layer_ids ------------------------------------------------------------------------------------

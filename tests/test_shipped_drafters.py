@@ -3,6 +3,8 @@ weight present) and decodes losslessly with it in fp32, and a variant's head rea
 the shipped files themselves, which the tiny-model tests cannot."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from engine.decode import DecodeConfig, Engine
@@ -22,20 +24,33 @@ def _embedded_or_skip() -> None:
             pytest.skip(f"the embedded model is not installed: {e}")
 
 
-@pytest.mark.parametrize("folder", shipped_drafters(), ids=lambda d: d.name)
-def test_shipped_drafter_is_lossless_on_the_embedded_target(folder):
+@pytest.fixture(scope="module")
+def target():
+    """The embedded target loaded once, with no drafter, and its plain greedy decoding of PROMPT: the reference
+    every drafter must reproduce (each test used to load the target again and decode this same reference)."""
     from engine.models.load import load_models
 
     _embedded_or_skip()
-    eng = Engine(load_models(None, str(folder), "cpu", "float32"))
+    models = load_models(None, "none", "cpu", "float32")
+    eng = Engine(models)
     ids = eng.encode_prompt(PROMPT)
-    want = None
-    for mode in ("ar", "dflash", "reanchor"):
+    run = eng.run(ids, DecodeConfig(mode="ar", max_new_tokens=N_NEW, ignore_eos=True))
+    run.finish()
+    return models, ids, run.result["output_ids"]
+
+
+@pytest.mark.parametrize("folder", shipped_drafters(), ids=lambda d: d.name)
+def test_shipped_drafter_is_lossless_on_the_embedded_target(folder, target):
+    from engine.models.load import load_drafter
+
+    models, ids, want = target
+    # what load_models does for a drafter, on the target already loaded (as the app's drafter menu does)
+    drafter, name = load_drafter(str(folder), models.target, models.device, models.dtype, models.target_name)
+    eng = Engine(replace(models, drafter=drafter, drafter_name=name))
+    assert eng.encode_prompt(PROMPT) == ids and len(want) == N_NEW
+    for mode in ("dflash", "reanchor"):
         run = eng.run(ids, DecodeConfig(mode=mode, max_new_tokens=N_NEW, ignore_eos=True))
         rounds = list(run)
-        if mode == "ar":
-            want = run.result["output_ids"]
-            continue
         assert run.result["output_ids"] == want, (folder.name, mode)
         drafts = sum(r["accepted"] for r in rounds)
         assert drafts >= N_NEW // 4, f"{folder.name} {mode}: only {drafts} drafts accepted in {N_NEW} tokens"

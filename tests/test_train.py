@@ -329,22 +329,31 @@ def test_generate_shards_resume_and_mix(tmp_path, target):
     assert (tmp_path / "train-00001.jsonl").read_text() == first and (tmp_path / "train-00002.jsonl").exists()
 
 
-def test_cli_trains_sparse_then_trains_on_with_init_from(tmp_path):
+def test_cli_trains_sparse_then_trains_on_with_init_from(tmp_path, capsys):
     """`python -m engine train` end to end on a tiny folder target: gen, the sparse loss, export; then a second run
-    that starts from the first one's weights and records it in its log and card."""
-    import subprocess
+    that starts from the first one's weights and records it in its log and card. Each run is the CLI's main in this
+    process, as `python -m engine` calls it (test_cli.py runs that command line): a subprocess per run re-imported
+    torch and transformers, 4-5 s for a 0.1 s training."""
     import sys
     from pathlib import Path
+    from types import SimpleNamespace
 
     sys.path.insert(0, str(Path(__file__).parent))
     from tiny import save_tiny
 
+    from engine.__main__ import main
+
     target_dir, _ = save_tiny(tmp_path, "llama", 0)
-    repo = Path(__file__).resolve().parent.parent
-    common = [sys.executable, "-m", "engine", "train", "--target", str(target_dir), "--data", str(tmp_path / "data"),
+    common = ["train", "--target", str(target_dir), "--data", str(tmp_path / "data"),
               "--prompts", "8", "--eval-prompts", "2", "--max-new-tokens", "12", "--gen-batch", "4", "--layers", "1",
               "--block-size", "4", "--mask-id", "3", "--batch", "2", "--anchors", "4", "--max-minutes", "5"]
-    run = lambda *extra: subprocess.run(common + list(extra), cwd=repo, capture_output=True, text=True, timeout=300)
+
+    def run(*extra):
+        capsys.readouterr()
+        code = main(common + list(extra))
+        out = capsys.readouterr()
+        return SimpleNamespace(returncode=code, stdout=out.out, stderr=out.err)
+
     first = run("--out", str(tmp_path / "d1"), "--steps", "3", "--head-topk", "4", "--negatives", "8", "--loss-depth", "2")
     assert first.returncode == 0, first.stderr[-2000:]
     log1 = json.loads((tmp_path / "d1" / "train_log.json").read_text())
