@@ -13,7 +13,7 @@ import pytest
 from app import loader as L
 from app import race, race_view, session
 from engine.decode import Engine
-from engine.decode.cost import Profile
+from engine.decode.cost import VERIFY_SIZES, Profile
 from tiny import tiny_models
 
 PROMPT = "a b c d e f g"
@@ -154,7 +154,7 @@ def test_the_loader_measures_the_machine_before_it_says_done(tmp_path):
         ld._thread.join(0.02)
     steps = [s[1] for s in seen if s[0] == "status"]
     assert steps and all(s.startswith("ready:") and "measuring this machine" in s for s in steps), steps[:2]
-    assert re.search(r"verify cost by tree size, \d of 9", steps[-1]), steps[-1]
+    assert re.search(rf"verify cost by tree size, \d+ of {len(VERIFY_SIZES)}", steps[-1]), steps[-1]
     assert seen[-1][:3] == ("done", True, False) and "machine measured" in seen[-1][3]
     loaded = [s for s in seen if s[0] == "done" and s[2]]   # the phase call while the profile still runs
     assert loaded and loaded[0][3].startswith("ready:") and "measuring this machine" in loaded[0][3], seen[:2]

@@ -39,10 +39,14 @@ def tiny(tmp_path_factory):
                  "--max-new-tokens", "16", "--modes", "ar,dflash,reanchor", "--rules", "earliest,all"]
 
 
+OTHERS: set[int] = set()   # processes under pytest that are not the cluster's
+
+
 @pytest.fixture(scope="module")
 def cluster():
     from engine.bench.sweep import connect
 
+    OTHERS.update(descendants(os.getpid()))   # what other tests left running (the session's shared app)
     ray = connect("local", num_cpus=2)
     assert ray.nodes()[0]["NodeManagerAddress"] == "127.0.0.1"   # loopback only
     yield ray
@@ -104,7 +108,8 @@ def assert_same_as(reference: Path, out: Path, ids=None) -> None:
     assert cfg == {k: v for k, v in untimed(want["config"]).items() if k not in this_run}
 
 
-def descendants(pid: int) -> list[int]:
+def descendants(pid: int, skip: set[int] = frozenset()) -> list[int]:
+    """Every process under `pid`, leaving out the subtrees of `skip`."""
     kids: dict[int, list[int]] = {}
     for d in os.listdir("/proc"):
         if d.isdigit():
@@ -116,8 +121,9 @@ def descendants(pid: int) -> list[int]:
     stack, out = [pid], []
     while stack:
         for k in kids.get(stack.pop(), []):
-            out.append(k)
-            stack.append(k)
+            if k not in skip:
+                out.append(k)
+                stack.append(k)
     return out
 
 
@@ -211,7 +217,7 @@ def test_local_cluster_is_loopback_only_and_silent(cluster):
     """--ray local: every socket of the cluster's processes is on loopback, and its processes run with
     usage stats off (connect() sets it; Ray's own ray.init() also turns it off for the clusters it
     starts, so this checks the outcome, not our line)."""
-    pids = descendants(os.getpid())
+    pids = descendants(os.getpid(), OTHERS)
     assert len(pids) >= 4   # gcs, raylet, agents, idle workers
     ends = tcp_endpoints(pids)
     assert ends and all(ipaddress.ip_address(a.removeprefix("::ffff:")).is_loopback
