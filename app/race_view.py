@@ -280,7 +280,9 @@ window.rxRaceMount = function (root, P, opts) {
     window.Plotly.newPlot(fig, f.data, f.layout, plotConfig); figDrawn = clock; cursorAt = -1;
   };
   const at = (L, x) => {  // tokens and passes of lane L at clock value x
-    const k = clock === 'time' ? 0 : 1, xs = clock === 'time' ? x * 1000 : x;
+    // x * 1000 can fall a rounding error short of the mark it came from (end = last mark / 1000): the slack
+    // keeps a lane's last mark, and its final count, at the replay's end
+    const k = clock === 'time' ? 0 : 1, xs = (clock === 'time' ? x * 1000 : x) + 1e-6;
     let j = -1; for (let m = 0; m < L.marks.length && L.marks[m][k] <= xs; m++) j = m;
     return j < 0 ? [0, 0, false] : [L.marks[j][2], L.marks[j][1], j === L.marks.length - 1];
   };
