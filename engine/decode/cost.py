@@ -33,6 +33,11 @@ accepted given the positions before it were. It enters the one model through the
 node budget calibrates (`Calibration`): a node's score is then the log of the head's cumulative
 confidence (engine/tree.py `head_logq`) instead of the drafter's raw path probability log w.
 
+The auto node budget also decides before drafting (`Budget.drafts`): the node choice comes after the draft,
+which is then paid for, so where the rounds that drafted lately found no tree worth more than a plain target
+step, the round is one (no draft call; its record's budget says "plain"), every EXPLORE_EVERY-th round
+drafting to check.
+
 The engine drafts offsets d = 1..k (the nearest retained states first). Callers build the budget
 (`budget_for(engine, cfg)`) and hand it to `engine.run`; the engine never imports this module. Gains start from an
 optimistic prior so that unexplored offsets get tried, and every EXPLORE_EVERY-th round drafts
