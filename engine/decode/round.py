@@ -243,8 +243,8 @@ def head_notes(drafts, offsets: list[int]) -> dict:
 
 def rows(t: torch.Tensor, idx: list[int]) -> torch.Tensor:
     """t[idx]: a view when the nodes are consecutive (a chain's usually are), which costs no copy."""
-    if idx and idx[-1] - idx[0] == len(idx) - 1 and idx == list(range(idx[0], idx[-1] + 1)):
-        return t[idx[0]: idx[-1] + 1]
+    if idx and idx == list(range(idx[0], idx[0] + len(idx))):
+        return t[idx[0]: idx[0] + len(idx)]
     return t[idx]
 
 
