@@ -51,7 +51,8 @@ def sessions_from_args(args: argparse.Namespace):
 
 def launch(args: argparse.Namespace, block: bool = True):
     from starlette.middleware import Middleware
-    from starlette.responses import FileResponse
+    from starlette.concurrency import run_in_threadpool
+    from starlette.responses import FileResponse, Response
     from starlette.routing import Route
 
     from .loader import ModelLoader
@@ -62,11 +63,20 @@ def launch(args: argparse.Namespace, block: bool = True):
     loader = ModelLoader(args, enabled=not args.no_model)  # started once the server is up (below)
     plotly_js = Route(PLOTLY_ROUTE, lambda request: FileResponse(PLOTLY_JS, media_type="text/javascript",
                                                                   headers={"Cache-Control": "max-age=86400"}))
-    from . import session
+    from . import session, views
 
     if args.run_seconds is not None:
         session.RUN_SECONDS = args.run_seconds
-    demo = build_ui(loader, sessions_from_args(args))
+    sessions = sessions_from_args(args)
+
+    async def rounds(request):  # a session's rounds ahead of a jump (views.rounds_json), outside Gradio's queue
+        q = request.query_params
+        status, body = await run_in_threadpool(views.rounds_json, sessions.by_token(request.path_params["token"]),
+                                               q.get("key"), q.get("from"), q.get("count"))
+        return Response(body, status, media_type="application/json", headers={"Cache-Control": "no-store"})
+
+    rounds_route = Route(views.ROUNDS_ROUTE + "{token}", rounds)
+    demo = build_ui(loader, sessions)
     session.start_upload_sweeper(demo.upload_file_set)
     demo.queue(max_size=args.queue_size, default_concurrency_limit=8)
     demo.launch(server_name=args.host, server_port=args.port, share=False, inbrowser=False, show_error=False,
@@ -77,7 +87,7 @@ def launch(args: argparse.Namespace, block: bool = True):
                 # from 50 to 250 ms over 100 clicks)
                 run_history=False,
                 enable_monitoring=False, mcp_server=False, prevent_thread_lock=True, quiet=True,
-                state_session_capacity=STATE_SESSIONS, app_kwargs={"routes": [plotly_js], "middleware": [Middleware(OfflineGuard)]},
+                state_session_capacity=STATE_SESSIONS, app_kwargs={"routes": [plotly_js, rounds_route], "middleware": [Middleware(OfflineGuard)]},
                 # skip Gradio's self-check: one HEAD of our page with a 3 s timeout, whose only remedy is a
                 # share link. On a busy machine (the model loading beside it, other jobs) it timed out and the
                 # app exited. Reachability is already proven: launch first GETs its startup-events route,

@@ -8,7 +8,7 @@ from pathlib import Path
 import gradio as gr
 import plotly
 
-from . import plots, race_view, render
+from . import plots, race_view, render, views
 
 # Clicking a token (a span with data-r / data-k in the text view) sends its round to Python.
 JS_TOKEN_CLICK = """
@@ -33,15 +33,20 @@ PLOTLY_ROUTE = "/rx/plotly.min.js"
 HEAD = f'<script defer src="{PLOTLY_ROUTE}"></script>'
 
 # The round figure is drawn by Plotly straight from its JSON (gr.HTML), skipping gr.Plot's second full
-# redraw. The value is a payload {key, round, caption, fig, next}: `next`, the following round, is drawn
+# redraw. The value is a payload {key, round, n, src, caption, fig, next}: `next`, the following round, is drawn
 # ahead into an offscreen div, so "next ▶" only swaps divs (the round left behind stays drawn for
 # "◀ prev"); the server's answer to the click then confirms it, and wins whenever it differs. `key`
-# changes with the session's trace and empties the browser's caches.
+# changes with the session's trace and its view settings, and empties the browser's caches. `src` (a finished
+# trace): the session's rounds route (app.views.rounds_json), from which the page fetches the other rounds (up to
+# PREFETCH_ROUNDS around the one shown) while it is idle, so that a jump (the slider) draws at once, before the
+# server's answer, which again wins where it differs.
+PREFETCH_ROUNDS = 128  # rounds the page holds for jumps: ~20 KB of figure JSON each
 PLOT_TEMPLATE = "<div class='rx-plot' style='width:100%;min-height:120px'></div>"
 JS_PLOT = """
 const CONFIG = {responsive: true, displaylogo: false};
 const ON = 'width:100%;min-height:120px', OFF = 'position:absolute;left:-10000px;top:0;width:';
-const cache = new Map();  // round -> {caption, fig}, of the trace cacheKey
+const cache = new Map();  // round -> {caption, fig, text (a fetched figure's JSON)}, of the trace cacheKey
+const WINDOW = __WINDOW__, PER_FETCH = __PER_FETCH__;
 const ready = new Map();  // round -> an offscreen div with that round drawn
 let cacheKey = null;
 const div = () => element.querySelector('.rx-plot');
@@ -96,9 +101,10 @@ window.__rxMark = (r) => {
   box.querySelectorAll('span.cur').forEach((e) => e.classList.remove('cur'));
   box.querySelectorAll('span[data-r="' + window.__rxRound + '"]').forEach((e) => e.classList.add('cur'));
 };
-const show = (r, entry) => {
+const show = (r, entry, fresh) => {
   window.__rxMark(r);
-  const host = div(), pre = ready.get(r);
+  const host = div(), pre = fresh ? undefined : ready.get(r);
+  if (fresh && ready.has(r)) { drop(ready.get(r)); ready.delete(r); }
   if (pre) {  // swap the drawn div in; the one shown goes offscreen
     ready.delete(r);
     const width = host.clientWidth;
@@ -122,18 +128,48 @@ const prepare = (r) => {
   d.__round = r; d.__key = cacheKey;
   park(d, host.clientWidth);
 };
+// the other rounds of a finished trace, fetched while the page is idle, nearest the shown round first; one request
+// at a time, PER_FETCH rounds each; given up once the key changes (the server answers no rounds for an old key)
+let fetching = null;
+const fetchAhead = (src, key, around, n) => {
+  if (fetching === key + src) return;
+  fetching = key + src;
+  const want = [];
+  for (let d = 1; want.length < Math.min(n - 1, WINDOW); d++)
+    for (const r of [around + d, around - d]) if (r >= 0 && r < n && want.length < WINDOW) want.push(r);
+  const idle = window.requestIdleCallback || ((f) => setTimeout(f, 50));
+  const next = () => {
+    while (want.length && cache.has(want[0])) want.shift();
+    if (!want.length || cacheKey !== key) { if (fetching === key + src) fetching = null; return; }
+    const from = Math.max(0, Math.min(want[0], n - PER_FETCH));
+    fetch(`${src}?key=${encodeURIComponent(key)}&from=${from}&count=${PER_FETCH}`, {cache: 'no-store'})
+      .then((res) => (res.ok ? res.json() : Promise.reject(res.status)))
+      .then((got) => {
+        if (got.key !== cacheKey) { if (fetching === key + src) fetching = null; return; }  // stale: the next answer
+        got.rounds.forEach((e) => {
+          if (!cache.has(e.round)) cache.set(e.round, {caption: e.caption, fig: e.fig, text: JSON.stringify(e.fig)});
+        });
+        idle(next, {timeout: 1000});
+      })
+      .catch(() => { if (fetching === key + src) fetching = null; });
+  };
+  idle(next, {timeout: 1000});
+};
 const draw = () => {
   if (!window.Plotly || !div()) { setTimeout(draw, 100); return; }
   if (!props.value) return;
   const v = JSON.parse(props.value);
   if (!v.fig) { plot(div(), v); div().__round = undefined; return; }  // a placeholder figure
   if (v.key !== cacheKey) { cache.clear(); ready.forEach(drop); ready.clear(); cacheKey = v.key; }
+  // a fetched round that the server now draws otherwise: the server's wins
+  const had = cache.get(v.round), stale = had && had.text !== undefined && had.text !== JSON.stringify(v.fig);
   cache.set(v.round, {caption: v.caption, fig: v.fig});
   if (v.next) cache.set(v.next.round, {caption: v.next.caption, fig: v.next.fig});
-  while (cache.size > 16) cache.delete(cache.keys().next().value);
-  if (div().__round !== v.round || div().__key !== v.key) show(v.round, cache.get(v.round));
+  while (cache.size > WINDOW + 16) cache.delete(cache.keys().next().value);
+  if (div().__round !== v.round || div().__key !== v.key || stale) show(v.round, cache.get(v.round), stale);
   // drawn ahead once this frame is painted (rAF runs before the paint, its timeout after it)
   if (v.next) requestAnimationFrame(() => setTimeout(() => prepare(v.next.round), 0));
+  if (v.src && v.n > 1) fetchAhead(v.src, v.key, v.round, v.n);
 };
 watch('value', draw);
 draw();
@@ -144,9 +180,23 @@ const step = (delta) => {
   const r = d.__round + delta;
   if (ready.has(r) || cache.has(r)) show(r, cache.get(r));
 };
+// a jump (the slider, its number box): a round the page holds is drawn at once, in the input event, before Gradio
+// sends the call
+const jump = (r) => {
+  const d = div();
+  if (!d || d.__key !== cacheKey || !(r >= 0) || d.__round === r) return;
+  if (ready.has(r) || cache.has(r)) show(r, cache.get(r));
+};
 // (window.__rxNoCache = true turns this off, to measure the server's path: test_app_browser.py)
+window.__rxJump = jump;
+window.__rxHeld = () => (cacheKey === null ? [] : [...cache.keys()]);  // the rounds the page can draw at once
 if (!window.__rxNavBound) {  // on the document: the buttons may mount after this component
   window.__rxNavBound = true;
+  document.addEventListener('input', (e) => {
+    const t = e.target;
+    if (!window.__rxNoCache && t && t.closest && t.closest('#rx-slider') && t.tagName === 'INPUT' && t.value !== '')
+      window.__rxJump && window.__rxJump(Number(t.value));
+  }, true);
   document.addEventListener('click', (e) => {
     const b = e.target.closest && e.target.closest('#rx-next, #rx-prev');
     if (b && !window.__rxNoCache) step(b.id === 'rx-next' ? 1 : -1);
@@ -167,7 +217,7 @@ if (!window.__rxNavBound) {  // on the document: the buttons may mount after thi
     if (b) { e.preventDefault(); b.click(); }
   });
 }
-"""
+""".replace("__WINDOW__", str(PREFETCH_ROUNDS)).replace("__PER_FETCH__", str(views.ROUNDS_PER_FETCH))
 
 # The timeline, drawn the same way (a gr.Plot kept detached DOM alive on every streamed update: 1.4 M
 # nodes after a 2,000-round run); a click on a bar opens that round. The frame around the round in view

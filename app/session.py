@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes
 import logging
 import os
+import secrets
 import shutil
 import tempfile
 import threading
@@ -87,12 +88,17 @@ class Sessions:
         self.max_sessions, self.idle_s = max_sessions, idle_s
         self._used: OrderedDict[int, tuple[weakref.ref, float]] = OrderedDict()  # least recent first
         self._uploads: dict[str, set[int]] = {}  # an upload's path -> the sessions that loaded it
+        # a session's rounds token -> its state (app.views.rounds_json: the page fetches rounds ahead of a jump)
+        self._tokens: weakref.WeakValueDictionary[str, State] = weakref.WeakValueDictionary()
         self._lock = threading.Lock()
 
     def touch(self, st: State) -> None:
         now = time.monotonic()
         key = id(st)
         with self._lock:
+            if isinstance(st, State) and not st.get("rounds_token"):  # unguessable: only this session's page has it
+                st["rounds_token"] = secrets.token_urlsafe(32)
+                self._tokens[st["rounds_token"]] = st
             self._used.pop(key, None)
             self._used[key] = (weakref.ref(st), now)
             over = self._over_bounds(now)
@@ -120,10 +126,17 @@ class Sessions:
         """The session ended (tab closed, or Gradio's state expired): stop its run, free its traces, delete the
         files it uploaded."""
         if isinstance(st, dict):
+            with self._lock:
+                self._tokens.pop(st.pop("rounds_token", None) or "", None)
             if st.get("run") is not None:
                 st["run"].stop()
             self._free(st, "the session ended")
             self._drop_uploads(st)
+
+    def by_token(self, token: str) -> State | None:
+        """The live session whose rounds token this is (None: none; tokens of ended sessions are dropped)."""
+        with self._lock:
+            return self._tokens.get(token)
 
     def claim_upload(self, st: State, path: str) -> None:
         """The session loads this upload (Gradio's, which needs no session): it is deleted when the last session

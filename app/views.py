@@ -58,38 +58,95 @@ def _attachment(trace: dict, k: int, state: dict) -> str:
     return render.attachment_html(table, lambda t: render.token_words(texts, t))
 
 
+def round_entry(state: dict, k: int) -> tuple[str, str]:
+    """(caption HTML, figure JSON) of round k of the session's trace, drawn with the session's view settings: the
+    step-through's phase, the projector setting, the discarded rows unfolded (cache_key names them)."""
+    trace = state["trace"]
+    rounds, texts = trace["rounds"], trace.get("token_texts", {})
+    best = instructive(state)
+    phase = int(state.get("phase") or 0)
+    cfg = trace.get("config") if isinstance(trace.get("config"), dict) else {}
+    cap = records.depth_cap(trace, rounds[k])
+    prev = rounds[k - 1] if k > 0 else None
+    note = f"The most instructive round: {best[1]}; the page opens here." if best and best[0] == k else None
+    step = render.phase_html(phase, render.phase_text(rounds[k], prev, phase, texts, cfg.get("mode"),
+                                                      cfg.get("rule"))) if phase else ""
+    return (step + render.round_caption(rounds[k], k, len(rounds), cap, note, attachment(trace, k, state)),
+            plots.round_figure_json(rounds[k], texts, depth_cap=cap, prev=prev, phase=phase,
+                                    projector=bool(state.get("projector")), unfold=bool(state.get("unfold"))))
+
+
 def round_outputs(state: dict, i: int, prefetch: bool = True):
     """(slider value, caption, round figure payload) for round i of the session's trace; the payload
-    also carries round i+1 (prefetch) for the browser's next-round cache. The figure and caption follow the
-    session's view settings: the step-through's phase, the projector setting, the discarded rows unfolded."""
+    also carries round i+1 (prefetch) for the browser's next-round cache, and, for a finished trace, where the
+    page fetches other rounds ahead of a jump (`src`: ROUNDS_ROUTE with the session's token; `n`: rounds)."""
     trace = state.get("trace")
     rounds = trace.get("rounds", []) if trace else []
     if not rounds:
         return 0, "No rounds to show.", plots.empty_figure("no round yet").to_json()
     i = session.clamp_round(trace, i)
-    texts = trace.get("token_texts", {})
-    best = instructive(state)
-    phase = int(state.get("phase") or 0)
-    cfg = trace.get("config") if isinstance(trace.get("config"), dict) else {}
-
-    def part(k: int) -> tuple[str, str]:
-        cap = records.depth_cap(trace, rounds[k])
-        prev = rounds[k - 1] if k > 0 else None
-        note = f"The most instructive round: {best[1]}; the page opens here." if best and best[0] == k else None
-        step = render.phase_html(phase, render.phase_text(rounds[k], prev, phase, texts, cfg.get("mode"),
-                                                          cfg.get("rule"))) if phase else ""
-        return (step + render.round_caption(rounds[k], k, len(rounds), cap, note, attachment(trace, k, state)),
-                plots.round_figure_json(rounds[k], texts, depth_cap=cap, prev=prev, phase=phase,
-                                        projector=bool(state.get("projector")), unfold=bool(state.get("unfold"))))
-
-    caption, fig = part(i)
-    head = f'{{"key":{json.dumps(cache_key(state))},"round":{i},"caption":{json.dumps(caption)},"fig":{fig},"next":'
+    caption, fig = round_entry(state, i)
+    src = rounds_src(state)
+    head = (f'{{"key":{json.dumps(cache_key(state))},"round":{i},"n":{len(rounds)},'
+            + (f'"src":{json.dumps(src)},' if src else "") + f'"caption":{json.dumps(caption)},"fig":{fig},"next":')
     if prefetch and i + 1 < len(rounds):
-        c2, f2 = part(i + 1)
+        c2, f2 = round_entry(state, i + 1)
         payload = f'{head}{{"round":{i + 1},"caption":{json.dumps(c2)},"fig":{f2}}}}}'
         if len(payload) <= MAX_PAYLOAD:  # else "next" asks the server (about 45 ms)
             return i, caption, payload
     return i, caption, head + "null}"
+
+
+# Where the page fetches rounds of its session's trace ahead of a jump (app.__main__ serves it): ROUNDS_ROUTE +
+# the session's token (session.Sessions.token: unguessable, this session's only) + ?key=&from=&count=.
+ROUNDS_ROUTE = "/rx/rounds/"
+ROUNDS_PER_FETCH = 8  # the work of one request: about as much as four round switches
+
+
+def rounds_src(state: dict) -> str | None:
+    """The session's rounds route, while it shows a finished trace (a run's rounds still change its captions)."""
+    token = state.get("rounds_token")
+    return ROUNDS_ROUTE + token if token and state.get("trace") and state.get("run") is None else None
+
+
+def rounds_json(state: dict | None, key, start, count) -> tuple[int, str]:
+    """(HTTP status, JSON body) of ROUNDS_ROUTE: rounds start .. start+count-1 of the session's trace as round_entry
+    draws them, [{round, caption, fig}], under "key", the view they were drawn for. `key` must be the page's
+    cache_key: once the view or the trace changed, or a run is under way, no rounds and why ("stale": the page's
+    rounds would be another view's; an answer, not an error, as the page meets it in normal use); an unknown session
+    404, bad numbers 400 naming the field."""
+    def error(status: int, field: str, msg: str) -> tuple[int, str]:
+        return status, json.dumps({"error": f"{field}: {msg}"})
+
+    def stale(why: str) -> tuple[int, str]:  # a race the page loses now and then, not an error: it stops fetching
+        return 200, json.dumps({"key": None, "rounds": [], "stale": why})
+
+    if state is None:
+        return error(404, "rounds", "no such session (it ended, or the link is not this page's)")
+    trace = state.get("trace")
+    if not trace or not trace.get("rounds") or state.get("run") is not None:
+        return stale("this session shows no finished trace now")
+    n = len(trace["rounds"])
+    if not key:
+        return error(400, "key", "missing (the page's figure-cache key)")
+    got = {}
+    for field, v in (("from", start), ("count", count)):
+        try:
+            got[field] = int(v)
+        except (TypeError, ValueError, OverflowError):
+            return error(400, field, "must be a whole number")
+    start, count = got["from"], got["count"]
+    if not 0 <= start < n:
+        return error(400, "from", f"must be a round between 0 and {n - 1}")
+    if not 1 <= count <= ROUNDS_PER_FETCH:
+        return error(400, "count", f"must be between 1 and {ROUNDS_PER_FETCH}")
+    if key != cache_key(state):
+        return stale("the view changed")
+    parts = [(k, *round_entry(state, k)) for k in range(start, min(n, start + count))]
+    if state.get("trace") is not trace or key != cache_key(state):  # changed while these were drawn
+        return stale("the view changed")
+    body = ",".join(f'{{"round":{k},"caption":{json.dumps(c)},"fig":{f}}}' for k, c, f in parts)
+    return 200, f'{{"key":{json.dumps(key)},"rounds":[{body}]}}'
 
 
 def instructive(state: dict) -> tuple[int, str] | None:

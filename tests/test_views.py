@@ -56,3 +56,40 @@ def test_a_loaded_trace_with_any_mode_gets_an_export_of_its_own():
     t["config"].update(mode="[x](http://127.0.0.1:1/a/b)", rule="<b>r</b>")
     path = session.export_trace(t)
     assert "unknown-unknown" in path and json.loads(open(path).read())["config"]["mode"] == t["config"]["mode"]
+
+
+def test_rounds_route_answers_only_its_session_and_view():
+    """views.rounds_json, the page's fetch of rounds ahead of a jump: the rounds exactly as a round switch draws them,
+    for the token's own session and the view the page holds (its key); an unknown token 404, bad numbers 400 naming
+    the field, another view's key or a running trace no rounds (the page's rounds would be another view's)."""
+    sessions = session.Sessions()
+    st, other = session.new_state(), session.new_state()
+    sessions.touch(st)
+    sessions.touch(other)
+    assert len(st["rounds_token"]) >= 40 and st["rounds_token"] != other["rounds_token"]
+    assert sessions.by_token(st["rounds_token"]) is st and sessions.by_token("x" * 43) is None
+    st.update(trace=real_trace(), projector=True, phase=5)
+    key, n = views.cache_key(st), len(st["trace"]["rounds"])
+    payload = json.loads(views.round_outputs(st, 0)[2])
+    assert payload["src"] == views.ROUNDS_ROUTE + st["rounds_token"] and payload["n"] == n
+    status, body = views.rounds_json(st, key, 1, 3)
+    got = json.loads(body)
+    assert status == 200 and got["key"] == key and [r["round"] for r in got["rounds"]] == [1, 2, 3][:n - 1]
+    for r in got["rounds"]:  # what a round switch to it sends
+        sent = json.loads(views.round_outputs(st, r["round"])[2])
+        assert (r["caption"], r["fig"]) == (sent["caption"], sent["fig"])
+    assert views.rounds_json(None, key, 0, 1)[0] == 404
+    for args, field in (((key, "x", 1), "from"), ((key, n, 1), "from"), ((key, -1, 1), "from"), ((key, 0, None), "count"),
+                        ((key, 0, 0), "count"), ((key, 0, views.ROUNDS_PER_FETCH + 1), "count"), ((None, 0, 1), "key")):
+        status, body = views.rounds_json(st, *args)
+        assert status == 400 and json.loads(body)["error"].startswith(field + ":"), (args, body)
+    st["projector"] = False  # the view changed: the page's key is stale
+    stale = (200, [])
+    got = views.rounds_json(st, key, 0, 1)
+    assert (got[0], json.loads(got[1])["rounds"]) == stale
+    st["run"] = object()  # a run under way: no route, its rounds' captions still change
+    got = views.rounds_json(st, views.cache_key(st), 0, 1)
+    assert (got[0], json.loads(got[1])["rounds"]) == stale and views.rounds_src(st) is None
+    st["run"] = None
+    sessions.release(st)
+    assert sessions.by_token(payload["src"].rsplit("/", 1)[1]) is None
