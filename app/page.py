@@ -41,12 +41,14 @@ HEAD = f'<script defer src="{PLOTLY_ROUTE}"></script>'
 # PREFETCH_ROUNDS around the one shown) while it is idle, so that a jump (the slider) draws at once, before the
 # server's answer, which again wins where it differs.
 PREFETCH_ROUNDS = 128  # rounds the page holds for jumps: ~20 KB of figure JSON each
+DRAWN_AHEAD = 24  # of them, those nearest the shown round drawn offscreen (a few MB of page each)
 PLOT_TEMPLATE = "<div class='rx-plot' style='width:100%;min-height:120px'></div>"
-JS_PLOT = """
+JS_PLOT = ("""
 const CONFIG = {responsive: true, displaylogo: false};
 const ON = 'width:100%;min-height:120px', OFF = 'position:absolute;left:-10000px;top:0;width:';
 const cache = new Map();  // round -> {caption, fig, text (a fetched figure's JSON)}, of the trace cacheKey
-const WINDOW = __WINDOW__, PER_FETCH = __PER_FETCH__;
+const WINDOW = __WINDOW__, PER_FETCH = __PER_FETCH__, READY = __READY__;
+const idle = window.requestIdleCallback || ((f) => setTimeout(f, 50));
 const ready = new Map();  // round -> an offscreen div with that round drawn
 let cacheKey = null;
 const div = () => element.querySelector('.rx-plot');
@@ -61,12 +63,18 @@ const plot = (d, fig) => {
   });
 };
 const drop = (d) => { window.Plotly.purge(d); d.remove(); };
-const park = (d, width) => {  // keep a drawn round offscreen, at most 3
-  d.style.cssText = OFF + width + 'px';
+// keep a drawn round offscreen, at most READY: those farthest from the shown one go. Its content skipped by the
+// page's style and layout passes (content-visibility): 24 drawn rounds in them made a swap's frame 50-190 ms late
+const park = (d, width) => {
+  d.style.cssText = OFF + width + 'px;content-visibility:hidden';
   document.body.appendChild(d);
   if (ready.has(d.__round)) drop(ready.get(d.__round));
   ready.set(d.__round, d);
-  while (ready.size > 3) { const [r, x] = ready.entries().next().value; ready.delete(r); drop(x); }
+  const at = window.__rxRound || 0;
+  while (ready.size > READY) {
+    const far = [...ready.keys()].reduce((a, b) => (Math.abs(b - at) > Math.abs(a - at) ? b : a));
+    drop(ready.get(far)); ready.delete(far);
+  }
 };
 const caption = (html) => {
   const cap = document.querySelector('#rx-caption .prose') || document.querySelector('#rx-caption');
@@ -116,6 +124,7 @@ const show = (r, entry, fresh) => {
     host.__round = r; host.__key = cacheKey;
   }
   caption((entry || {}).caption);
+  drawAhead();
 };
 const prepare = (r) => {
   const host = div(), entry = cache.get(r);
@@ -137,7 +146,6 @@ const fetchAhead = (src, key, around, n) => {
   const want = [];
   for (let d = 1; want.length < Math.min(n - 1, WINDOW); d++)
     for (const r of [around + d, around - d]) if (r >= 0 && r < n && want.length < WINDOW) want.push(r);
-  const idle = window.requestIdleCallback || ((f) => setTimeout(f, 50));
   const next = () => {
     while (want.length && cache.has(want[0])) want.shift();
     if (!want.length || cacheKey !== key) { if (fetching === key + src) fetching = null; return; }
@@ -149,11 +157,28 @@ const fetchAhead = (src, key, around, n) => {
         got.rounds.forEach((e) => {
           if (!cache.has(e.round)) cache.set(e.round, {caption: e.caption, fig: e.fig, text: JSON.stringify(e.fig)});
         });
+        drawAhead();
         idle(next, {timeout: 1000});
       })
       .catch(() => { if (fetching === key + src) fetching = null; });
   };
   idle(next, {timeout: 1000});
+};
+// the held rounds nearest the shown one drawn offscreen, one an idle moment, so that a jump to one of them swaps
+// divs as "next" does (a draw is 30-150 ms on this 2-core machine; a swap about 10)
+let ahead = null;
+const drawAhead = () => {
+  if (ahead !== null) return;
+  ahead = idle(() => {
+    ahead = null;
+    const host = div(), at = host && host.__round;
+    if (at === undefined || host.__key !== cacheKey) return;
+    const near = [...cache.keys()].filter((k) => k !== at).sort((a, b) => Math.abs(a - at) - Math.abs(b - at));
+    const r = near.slice(0, READY).find((k) => !ready.has(k));
+    if (r === undefined) return;
+    prepare(r);
+    drawAhead();
+  }, {timeout: 2000});
 };
 const draw = () => {
   if (!window.Plotly || !div()) { setTimeout(draw, 100); return; }
@@ -170,6 +195,7 @@ const draw = () => {
   // drawn ahead once this frame is painted (rAF runs before the paint, its timeout after it)
   if (v.next) requestAnimationFrame(() => setTimeout(() => prepare(v.next.round), 0));
   if (v.src && v.n > 1) fetchAhead(v.src, v.key, v.round, v.n);
+  drawAhead();
 };
 watch('value', draw);
 draw();
@@ -190,6 +216,7 @@ const jump = (r) => {
 // (window.__rxNoCache = true turns this off, to measure the server's path: test_app_browser.py)
 window.__rxJump = jump;
 window.__rxHeld = () => (cacheKey === null ? [] : [...cache.keys()]);  // the rounds the page can draw at once
+window.__rxDrawn = () => [...ready.keys()];  // those of them drawn ahead
 if (!window.__rxNavBound) {  // on the document: the buttons may mount after this component
   window.__rxNavBound = true;
   document.addEventListener('input', (e) => {
@@ -218,6 +245,7 @@ if (!window.__rxNavBound) {  // on the document: the buttons may mount after thi
   });
 }
 """.replace("__WINDOW__", str(PREFETCH_ROUNDS)).replace("__PER_FETCH__", str(views.ROUNDS_PER_FETCH))
+    .replace("__READY__", str(DRAWN_AHEAD)))
 
 # The timeline, drawn the same way (a gr.Plot kept detached DOM alive on every streamed update: 1.4 M
 # nodes after a 2,000-round run); a click on a bar opens that round. The frame around the round in view

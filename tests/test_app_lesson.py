@@ -398,8 +398,10 @@ def test_round_switch_times_with_the_lesson_views(page):
         steps.append(page.evaluate(JS_TIMED_NEXT, i))
         page.wait_for_function(JS_ROUND_SETTLED, arg=i, timeout=20000)
     targets = (n - 2, 3, n // 2 + 2, 7, n - 4)
-    # the page holds every round of this view (fetched while idle), the jumps' targets among them
+    # the page holds every round of this view (fetched while idle), and has drawn them ahead, the jumps' targets
+    # among them (what a person finds after a few seconds on the trace)
     page.wait_for_function("n => window.__rxHeld().length >= n", arg=n, timeout=30000)
+    page.wait_for_function("t => t.every(r => window.__rxDrawn().includes(r))", arg=[n - 2, 3], timeout=30000)
     jumps = timed_jumps(page, targets)
     assert "Step 5 of 9" in page.inner_text("#rx-caption")  # the view timed: phase 5 still (projector: above)
     page.evaluate("() => { window.__rxNoCache = true; }")
