@@ -15,6 +15,7 @@ JS_TOKEN_CLICK = """
 element.addEventListener('click', (e) => {
   const t = e.target.closest('[data-r]');
   if (!t) return;
+  if (window.__rxJump) window.__rxJump(Math.max(0, parseInt(t.dataset.r)));  // a round the page holds: at once
   trigger('click', {r: parseInt(t.dataset.r), k: parseInt(t.dataset.k)});
   if (window.__rxMark) window.__rxMark(Math.max(0, parseInt(t.dataset.r)));
   const top = document.querySelector('#rx-caption');
@@ -206,11 +207,11 @@ const step = (delta) => {
   const r = d.__round + delta;
   if (ready.has(r) || cache.has(r)) show(r, cache.get(r));
 };
-// a jump (the slider, its number box): a round the page holds is drawn at once, in the input event, before Gradio
-// sends the call
+// a jump (the slider, its number box, a token, a timeline bar): a round the page holds is shown at once, in the
+// event, before Gradio sends the call
 const jump = (r) => {
   const d = div();
-  if (!d || d.__key !== cacheKey || !(r >= 0) || d.__round === r) return;
+  if (window.__rxNoCache || !d || d.__key !== cacheKey || !(r >= 0) || d.__round === r) return;
   if (ready.has(r) || cache.has(r)) show(r, cache.get(r));
 };
 // (window.__rxNoCache = true turns this off, to measure the server's path: test_app_browser.py)
@@ -221,7 +222,7 @@ if (!window.__rxNavBound) {  // on the document: the buttons may mount after thi
   window.__rxNavBound = true;
   document.addEventListener('input', (e) => {
     const t = e.target;
-    if (!window.__rxNoCache && t && t.closest && t.closest('#rx-slider') && t.tagName === 'INPUT' && t.value !== '')
+    if (t && t.closest && t.closest('#rx-slider') && t.tagName === 'INPUT' && t.value !== '')
       window.__rxJump && window.__rxJump(Number(t.value));
   }, true);
   document.addEventListener('click', (e) => {
@@ -275,7 +276,9 @@ const draw = () => {
       d.__rxBound = true;
       d.on('plotly_click', (ev) => {
         const p = ev && ev.points && ev.points[0];
-        if (p) trigger('click', {round: Math.round(p.x)});
+        if (!p) return;
+        if (window.__rxJump) window.__rxJump(Math.round(p.x));  // a round the page holds: at once
+        trigger('click', {round: Math.round(p.x)});
       });
     }
   });
