@@ -42,7 +42,7 @@ HEAD = f'<script defer src="{PLOTLY_ROUTE}"></script>'
 # PREFETCH_ROUNDS around the one shown) while it is idle, so that a jump (the slider) draws at once, before the
 # server's answer, which again wins where it differs.
 PREFETCH_ROUNDS = 128  # rounds the page holds for jumps: ~20 KB of figure JSON each
-DRAWN_AHEAD = 24  # of them, those nearest the shown round drawn offscreen (a few MB of page each)
+DRAWN_AHEAD = 24  # of them, those nearest the shown round drawn offscreen (~850 page elements each)
 PLOT_TEMPLATE = "<div class='rx-plot' style='width:100%;min-height:120px'></div>"
 JS_PLOT = ("""
 const CONFIG = {responsive: true, displaylogo: false};
