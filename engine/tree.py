@@ -123,34 +123,36 @@ def as_trie(tree: Tree) -> tuple[Trie, list[int]]:
     """The tree as the trie of its root-to-leaf paths, and per trie node its tree node. The paths are the
     leaves depth first, children by descending score (ties: the older node first), so the first path through
     any node follows its best-scoring continuation (the path a round retains past the accepted chain);
-    nodes are numbered as build_trie numbers them for those paths: depth-first preorder."""
+    nodes are numbered as build_trie numbers them for those paths: depth-first preorder. In preorder a
+    node's subtree is the next `size` nodes, so the paths through it are a run of leaves: its provenance is
+    a range (one pass, where walking every leaf's path up cost a round's tree as much as growing it)."""
     children: dict[int, list[int]] = {}
     for i in range(1, len(tree)):
         children.setdefault(tree.parents[i], []).append(i)
-    trie, of, leaves = Trie([], [], [], []), [], []
-    stack = [(0, -1)]
+    tokens, parents, depths, of, path_nodes, before = [], [], [], [], [], []
+    stack = [(0, -1, ())]
     while stack:
-        n, parent = stack.pop()
+        n, parent, up = stack.pop()
         k = len(of)
         of.append(n)
-        trie.tokens.append(tree.tokens[n])
-        trie.parents.append(parent)
-        trie.depths.append(tree.depths[n])
-        trie.provenance.append([])
-        kids = sorted(children.get(n, ()), key=lambda c: -tree.scores[c])
-        if not kids:
-            leaves.append(k)
-        stack.extend((c, k) for c in reversed(kids))
-    for i, leaf in enumerate(leaves):
-        nodes = [leaf]
-        while trie.parents[nodes[-1]] >= 0:
-            nodes.append(trie.parents[nodes[-1]])
-        nodes.reverse()
-        for n in nodes:
-            trie.provenance[n].append(i)
-        trie.path_nodes.append(nodes)
-        trie.whole.append(True)
-    return trie, of
+        tokens.append(tree.tokens[n])
+        parents.append(parent)
+        depths.append(tree.depths[n])
+        before.append(len(path_nodes))           # leaves before node k in preorder
+        along = up + (k,)
+        kids = children.get(n)
+        if kids is None:
+            path_nodes.append(list(along))
+        else:
+            if len(kids) > 1:
+                kids = sorted(kids, key=lambda c: -tree.scores[c])
+            stack.extend((c, k, along) for c in reversed(kids))
+    size = [1] * len(of)
+    for k in range(len(of) - 1, 0, -1):          # parents precede children
+        size[parents[k]] += size[k]
+    before.append(len(path_nodes))
+    provenance = [list(range(before[k], before[k + size[k]])) for k in range(len(of))]
+    return Trie(tokens, parents, depths, provenance, path_nodes, [True] * len(path_nodes)), of
 
 
 def tree_proposal(baseline: list[int], shifted: dict[int, list[int]], ranked: list[list[list[tuple[int, float]]]],
@@ -192,8 +194,8 @@ def tree_proposal(baseline: list[int], shifted: dict[int, list[int]], ranked: li
 
 def tree_scores(tree: Tree, sources: list[Source], ranker=None) -> list[float]:
     """Every tree node's score (tree_proposal), rounded as a trace keeps it."""
-    if ranker is not None:
-        return [round(x, 4) for x in tree.scores]
+    if ranker is not None or (len(sources) == 1 and sources[0].conf is None):  # one source: no node merged,
+        return [round(x, 4) for x in tree.scores]     # so the heap's log w is the path's sum of log q already
     return [round(x, 4) for x in path_scores(tree.parents, [node_logq(tree, sources, n) for n in range(len(tree))])]
 
 

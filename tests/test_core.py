@@ -66,9 +66,10 @@ def test_tree_mask_is_ancestor_or_self():
 
 
 def test_tree_mask_buffer_equals_a_fresh_mask_every_round():
-    # rounds of a run: the prefix grows, trees change shape and size, the buffer outgrows its first size
+    # rounds of a run (chains take a buffer of their own, TreeMask.chain): the prefix grows, trees change shape and size, the buffer outgrows its first size
     rounds = [(5, [-1, 0, 1, 1, 3, 0]), (7, [-1, 0, 0, 1]), (8, [-1, 0, 1, 2, 3, 4, 5]), (9, [-1]),
-              (600, [-1, 0, 1, 0, 3, 3] + list(range(5, 40))), (604, [-1, 0, 0, 0])]
+              (600, [-1, 0, 1, 0, 3, 3] + list(range(5, 40))), (604, [-1, 0, 0, 0]),
+              (700, list(range(-1, 39))), (2, [-1, 0]), (701, [-1, 0, 0]), (1500, list(range(-1, 5)))]  # chains
     buf = TreeMask()
     for s, parents in rounds:
         depth = max(len(_chain(parents, i)) for i in range(len(parents))) - 1

@@ -37,15 +37,15 @@ from tiny import tiny_models
 N_NEW = 28
 
 
-def recorded_run(kind: str, seed: int, T: float = 0.0, prompt: str = "ab c ba"):
-    """A reanchor run with every drafter call's Drafts kept: (engine, prompt ids, output ids,
+def recorded_run(kind: str, seed: int, T: float = 0.0, prompt: str = "ab c ba", mode: str = "reanchor"):
+    """A run (reanchor unless `mode` says) with every drafter call's Drafts kept: (engine, prompt ids, output ids,
     [(round record, its Drafts)] for the rounds that drafted, every round)."""
     m = tiny_models(kind, seed, block_size=6, init=0.5 if T == 0 else 0.12)
     eng = Engine(m, draft_head_dtype=None)  # fp32 vocabulary projection: comparable to 1e-4
     calls, draft = [], eng.draft
     eng.draft = lambda *a, **k: calls.append(draft(*a, **k)) or calls[-1]
     ids = eng.encode_prompt(prompt)
-    run = eng.run(ids, DecodeConfig(mode="reanchor", temperature=T, max_new_tokens=N_NEW, ignore_eos=True))
+    run = eng.run(ids, DecodeConfig(mode=mode, temperature=T, max_new_tokens=N_NEW, ignore_eos=True))
     rounds = list(run)
     drafted = [r for r in rounds if r["block_size"] >= 2]
     assert len(drafted) == len(calls)
@@ -139,6 +139,23 @@ def test_baseline_row_ignores_retained_features(kind, seed):
             alone = Engine.draft(eng, ContextKV(), feats[:s], feats[s:s], anchors[:1], s, L, 0.0, gen, True)
             batched = Engine.draft(eng, ContextKV(), feats[:s], feats[s: s + k], anchors, s, L, 0.0, gen, True)
             torch.testing.assert_close(batched.logits[0], alone.logits[0], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("kind,seed", CASES[:2])
+def test_chain_facts_are_the_drafters_log_q_summed_along_the_chain(kind, seed):
+    """A dflash round's per-node facts in its trace (drafting.node_facts, whose argmax chains take a path that
+    reads no token): node k is g(0)[k], its rank 0, its prob q_k(g(0)[k]) = softmax of the drafter's logits at
+    position k, its score sum_{i<=k} log q_i: recomputed here from the call's own logits."""
+    import math
+    _, _, _, pairs, _ = recorded_run(kind, seed, mode="dflash")
+    for rec, drafts in pairs:
+        t, toks = rec["trie"], rec["baseline"]
+        n = len(t["tokens"])
+        assert t["tokens"] == toks[:n] and t["parents"] == list(range(-1, n - 1)), rec["round"]
+        lq = [float(torch.log_softmax(drafts.logits[0, k - 1].double(), -1)[toks[k]]) for k in range(1, n)]
+        assert t["rank"] == [0] * n and t["block"] == [0] * n
+        assert t["prob"] == pytest.approx([1.0] + [math.exp(x) for x in lq], abs=2e-6), rec["round"]
+        assert t["score"] == pytest.approx([0.0] + [sum(lq[:k]) for k in range(1, n)], abs=2e-4), rec["round"]
 
 
 def test_sampled_drafts_carry_their_laws(monkeypatch):

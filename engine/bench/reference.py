@@ -8,7 +8,7 @@ pass the folder of a checkout with --ddtree (or have `ddtree` importable). Both 
 dtype with its own LM head, so the engine runs with fp32 drafts here (Engine(draft_head_dtype=None)).
 
 Per prompt and repeat, the engine and the reference run one after the other (interleaved, so drifts of a
-loaded machine hit both), greedy, to max_new_tokens without stopping at EOS; each call is timed whole
+loaded machine hit both; which goes first alternates by repeat), greedy, to max_new_tokens without stopping at EOS; each call is timed whole
 (prefill included, the same target call for both) and divided by its rounds. The report gives the median
 per-round time of each and their ratio, and checks, round by round at the same anchor position, that the
 tokens agree and (ddtree) that both verified the same tree: the same set of root-to-node token paths. Only
@@ -241,9 +241,13 @@ def reference_section(eng, prompts: list[tuple[str, list[int]]], modes: list[str
         reference_run(m, eng.models, prompts[0][1], 8, ddtree)
     for rep in range(repeats):
         for pid, ids in prompts:
-            for m in todo:
-                a = engine_run(eng, ids, m, max_new_tokens)
-                b = reference_run(m, eng.models, ids, max_new_tokens, ddtree)
+            for m in todo:  # who goes first alternates: the second call of a pair finds the caches warm
+                if rep % 2 == 0:
+                    a = engine_run(eng, ids, m, max_new_tokens)
+                    b = reference_run(m, eng.models, ids, max_new_tokens, ddtree)
+                else:
+                    b = reference_run(m, eng.models, ids, max_new_tokens, ddtree)
+                    a = engine_run(eng, ids, m, max_new_tokens)
                 mine_t[m].append(a["wall_s"] / max(a["rounds"], 1))
                 ref_t[m].append(b["wall_s"] / max(b["rounds"], 1))
                 rounds[m] += a["rounds"]

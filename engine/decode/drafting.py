@@ -130,7 +130,9 @@ def ranked(drafts: Drafts, k: int) -> list[list[list[tuple[int, float]]]]:
         own = lp.gather(-1, torch.tensor(drafted, device=lp.device)[..., None])[..., 0].tolist()
     out = []
     for ids_r, lps_r, d_r, own_r in zip(top_ids.tolist(), top_lp, drafted, own):
-        out.append([[(d, o)] + [(t, x) for t, x in zip(ids, lps) if t != d][: k - 1]
+        # where the drafted token leads the top-k (every argmax draft but a tie's), the list is the top-k as is
+        out.append([list(zip(ids, lps)) if ids[0] == d else
+                    [(d, o)] + [(t, x) for t, x in zip(ids, lps) if t != d][: k - 1]
                     for ids, lps, d, o in zip(ids_r, lps_r, d_r, own_r)])
     return out
 
@@ -160,8 +162,12 @@ def node_facts(drafts: Drafts, trie, paths, offsets: list[int]) -> dict[str, lis
     # few ops, each fused (logsumexp is a composite of ten on the CPU): a chain's nodes are usually
     # one row's first positions, a slice
     n, dev = len(rows), drafts.logits.device
+    conf = confidences(drafts)
     if rows == [0] * n and pos == list(range(n)):
-        logits, tok = drafts.logits[0, :n], torch.tensor(trie.tokens[1:], device=dev)[:, None]
+        logits = drafts.logits[0, :n]
+        if drafts.argmax and conf is None and trie.parents == list(range(-1, n)):
+            return _argmax_chain_facts(logits, block)
+        tok = torch.tensor(trie.tokens[1:], device=dev)[:, None]
     else:
         ix = torch.tensor([rows, pos, trie.tokens[1:]], device=dev)
         logits, tok = drafts.logits[ix[0], ix[1]], ix[2][:, None]     # [nodes, V] float, [nodes, 1]
@@ -171,8 +177,17 @@ def node_facts(drafts: Drafts, trie, paths, offsets: list[int]) -> dict[str, lis
     else:
         lq, rank = torch.stack([lq, (logits > logits.gather(-1, tok)).sum(-1).to(lq.dtype)]).tolist()
         rank = [int(r) for r in rank]
-    conf = confidences(drafts)
     est = lq if conf is None else [head_logq(0.0, 0.0, conf[r][j], True) for r, j in zip(rows, pos)]
     scores = path_scores(trie.parents, [0.0] + est)
     return {"block": block, "rank": [0] + rank, "prob": [1.0] + [round(math.exp(x), 6) for x in lq],
+            "score": [round(x, 4) for x in scores]}
+
+
+def _argmax_chain_facts(logits: torch.Tensor, block: list[int]) -> dict[str, list]:
+    """node_facts of g(0)'s own chain of argmax drafts (a `dflash` round): node k is position k's argmax, so
+    its log q is its row's largest log-probability, read without the tokens (two ops: on a small model each
+    op costs as much as the arithmetic), and its score the running sum along the chain."""
+    lq = torch.log_softmax(logits, -1).amax(-1).tolist()
+    scores = path_scores(list(range(-1, len(lq))), [0.0] + lq)
+    return {"block": block, "rank": [0] * len(block), "prob": [1.0] + [round(math.exp(x), 6) for x in lq],
             "score": [round(x, 4) for x in scores]}

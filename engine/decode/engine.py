@@ -168,10 +168,10 @@ class Engine:
         n_in = L - 1 + self.offset
         # few host ops: on a small model each costs as much as the arithmetic it launches
         hidden = torch.cat([ctx_new, R]) if r else ctx_new
-        hidden = hidden.to(self.draft_dtype)[None]
+        hidden = (hidden if hidden.dtype == self.draft_dtype else hidden.to(self.draft_dtype))[None]
         hidden = hidden.expand(n, -1, -1).contiguous() if n > 1 else hidden
         block = torch.tensor([[a] + [self.mask_id] * (L - 1) for a in anchors], device=dev)
-        noise = torch.nn.functional.embedding(block[:, :n_in], self.draft_embed)
+        noise = torch.nn.functional.embedding(block if n_in == L else block[:, :n_in], self.draft_embed)
         noise = noise * self.embed_scale if self.embed_scale != 1.0 else noise
         if n == 1 and not r:  # the baseline alone: context and block positions run on
             pos = torch.arange(s - c, s + n_in, device=dev)[None]
@@ -294,9 +294,26 @@ class TreeMask:
     def __init__(self):
         self.buf: torch.Tensor | None = None
         self.last: tuple[int, int] | None = None     # (s, n) of the block written last
+        self.chain_buf: torch.Tensor | None = None   # zeros, then a chain's block at columns K..: see chain()
+        self.K = 0
+
+    def chain(self, s: int, n: int, dtype: torch.dtype, device) -> torch.Tensor:
+        """A chain's mask, written once: node i sees the prefix and nodes 0..i at any s. The buffer holds K zero
+        columns and then the chain's block (upper triangle hidden), so columns K-s .. K+n-1 of its first n rows
+        are the mask: a view, no op on its values (a round's mask was a dozen small ops, each costing on a
+        small model what its arithmetic does)."""
+        buf = self.chain_buf
+        if buf is None or buf.dtype != dtype or buf.device != torch.device(device) or buf.shape[2] < n or self.K < s:
+            rows = max(n, 32 if buf is None else buf.shape[2])
+            self.K = max(s, 512, 2 * self.K)
+            buf = self.chain_buf = torch.zeros(1, 1, rows, self.K + rows, dtype=dtype, device=device)
+            buf[0, 0, :, self.K:].fill_(torch.finfo(dtype).min).triu_(1)
+        return buf[:, :, :n, self.K - s: self.K + n]
 
     def mask(self, parents: list[int], s: int, dtype: torch.dtype, device) -> torch.Tensor:
         n = len(parents)
+        if all(p == i - 1 for i, p in enumerate(parents)):
+            return self.chain(s, n, dtype, device)
         buf = self.buf
         if buf is None or buf.dtype != dtype or buf.device != torch.device(device) or \
                 buf.shape[2] < n or buf.shape[3] < s + n:
@@ -308,14 +325,13 @@ class TreeMask:
             buf[0, 0, :ln, ls: ls + ln] = 0
         block = buf[0, 0, :n, s: s + n]
         block.fill_(torch.finfo(dtype).min)
-        if all(p == i - 1 for i, p in enumerate(parents)):  # a chain: node i sees nodes 0..i (two ops)
-            block.triu_(1)
-        else:  # node i sees what its parent sees, and itself (parents precede children); numpy rows are
-            vis = numpy.zeros((n, n), dtype=bool)  # ~6x cheaper on the host than torch index lists
-            for i, p in enumerate(parents):
-                if p >= 0:
-                    vis[i, : p + 1] = vis[p, : p + 1]
-                vis[i, i] = True
-            block.masked_fill_(torch.from_numpy(vis).to(device), 0)
+        # node i sees what its parent sees, and itself (parents precede children); numpy rows are ~6x cheaper
+        # on the host than torch index lists
+        vis = numpy.zeros((n, n), dtype=bool)
+        for i, p in enumerate(parents):
+            if p >= 0:
+                vis[i, : p + 1] = vis[p, : p + 1]
+            vis[i, i] = True
+        block.masked_fill_(torch.from_numpy(vis).to(device), 0)
         self.last = (s, n)
         return buf[:, :, :n, : s + n]

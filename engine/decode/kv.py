@@ -22,11 +22,14 @@ class ContextKV:
 
     def update(self, k: torch.Tensor, v: torch.Tensor, layer: int, *args, **kwargs):
         if layer in self.k:
-            n = k.shape[0]
+            n, m = k.shape[0], self.k[layer].shape[2] + self.keep
+            if n == 1:  # the baseline alone (a dflash round): no expand, one narrow (each op costs on a small model)
+                k_all, v_all = torch.cat([self.k[layer], k], dim=2), torch.cat([self.v[layer], v], dim=2)
+                self.k[layer], self.v[layer] = k_all.narrow(2, 0, m), v_all.narrow(2, 0, m)
+                return k_all, v_all
             k_all = torch.cat([self.k[layer].expand(n, -1, -1, -1), k], dim=2)
             v_all = torch.cat([self.v[layer].expand(n, -1, -1, -1), v], dim=2)
-            self.k[layer] = k_all[:1, :, : self.k[layer].shape[2] + self.keep]
-            self.v[layer] = v_all[:1, :, : self.v[layer].shape[2] + self.keep]
+            self.k[layer], self.v[layer] = k_all[:1, :, :m], v_all[:1, :, :m]
         else:
             k_all, v_all = k, v
             self.k[layer], self.v[layer] = k[:1, :, : self.keep], v[:1, :, : self.keep]
