@@ -210,14 +210,15 @@ class ModelLoader:
         return self.enabled and (not self.ready or self.profiling) and self.error is None
 
     def race_dtypes(self) -> list[str]:
-        """The precisions a race can run in (known before the load ends): the loaded dtype, and bfloat16 after
-        a float32 load (its copy is built after the float32 profile; with no drafter there is none)."""
-        from engine.models import resolve_device, resolve_dtype
-
-        try:
-            loaded = str(resolve_dtype(self.args.dtype, resolve_device(self.args.device))).replace("torch.", "")
-        except InputError:   # the load names it
-            loaded = "float32"
+        """The precisions a race can run in: the loaded dtype, and bfloat16 after a float32 load (its copy is built
+        after the float32 profile; with no drafter there is none). Before the load ends (the page is built without
+        torch), from the flags: --dtype auto reads as float32 unless --device names CUDA."""
+        if self.engine is not None:
+            loaded = dtype_name(self.engine)
+        else:
+            d, dev = self.args.dtype, str(self.args.device)
+            loaded = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}.get(d, d) \
+                if d not in (None, "", "auto") else "bfloat16" if dev.startswith("cuda") else "float32"
         return [loaded, "bfloat16"] if loaded == "float32" and self.args.drafter != "none" else [loaded]
 
     def race_engine(self, dtype: str):

@@ -63,6 +63,11 @@ PRECISIONS = {"float32": "float32 (exact, token for token)", "bfloat16": "bfloat
 PREFER_EXACT = 1.2
 
 
+def precision_choices(dtypes: list[str]) -> list[tuple[str, str]]:
+    """The Precision control's (label, value) pairs."""
+    return [(PRECISIONS.get(d, d), d) for d in dtypes]
+
+
 def tree_cost(profile) -> float:
     """verify(32) / verify(1): what a 32-node tree costs in one-token passes of the same dtype."""
     return profile.verify(32) / max(profile.verify(1), 1e-9)
@@ -144,6 +149,13 @@ class Race:
         words = (f"**Demo preset:** {', '.join(lanes)} in {dtype}, {min(64, RACE_MAX_NEW)} tokens, repeatable budget. "
                  f"Why: {why}. Texts are compared with {badge_words(dtype)}.")
         return DEMO_PROMPT, lanes, 64, True, dtype, words
+
+    def on_tab(self, precision):
+        """The tab shown: the preset's note, and the precisions the loaded app offers (the page was built before
+        the load; the choice made is kept where it is offered)."""
+        dtypes = self.loader.race_dtypes()
+        return self.preset()[-1], gr.update(choices=precision_choices(dtypes),
+                                            value=precision if precision in dtypes else dtypes[0])
 
     def _lanes_payload(self, labels, traces, statuses, ref, phase, dtype):
         lanes = [race_view.lane_payload(lb, LANES[lb], statuses[i], traces[i]) for i, lb in enumerate(labels)]
@@ -271,7 +283,7 @@ def layout(c: SimpleNamespace, dtypes: list[str]) -> None:
                                    elem_id="rx-race-max-new", scale=1, min_width=120)
         c.race_repeatable = gr.Checkbox(value=True, label="repeatable budget (fixed calibration)",
                                         elem_id="rx-race-repeatable", scale=1, min_width=150)
-        c.race_dtype = gr.Radio([(PRECISIONS.get(d, d), d) for d in dtypes], value=dtypes[0],
+        c.race_dtype = gr.Radio(precision_choices(dtypes), value=dtypes[0],
                                 label="Precision (every lane, plain decoding too)", elem_id="rx-race-dtype", scale=2,
                                 min_width=240)
     c.race_lanes = gr.CheckboxGroup(list(LANES), value=["ar", "ddtree-auto", "reanchor-tree-auto"],
@@ -296,6 +308,7 @@ def wire(c: SimpleNamespace, race: Race, view_out: list) -> None:
     c.race_stop_btn.click(race.on_stop, [c.state], None, queue=False, show_progress="hidden", api_name="race_stop")
     preset_out = [c.race_prompt, c.race_lanes, c.race_max_new, c.race_repeatable, c.race_dtype, c.race_preset_note]
     c.race_preset_btn.click(race.preset, None, preset_out, queue=False, api_name="race_preset")
-    c.race_tab.select(lambda: race.preset()[-1], None, [c.race_preset_note], queue=False, show_progress="hidden")
+    c.race_tab.select(race.on_tab, [c.race_dtype], [c.race_preset_note, c.race_dtype], queue=False,
+                      show_progress="hidden")
     c.race_view.click(race.on_inspect, [c.state], view_out + [c.tabs], api_name="race_inspect").then(
         None, js="() => setTimeout(() => document.querySelector('#rx-inspector')?.scrollIntoView({block: 'start'}), 100)")

@@ -174,6 +174,9 @@ def test_a_bfloat16_race_runs_every_lane_on_the_bfloat16_copy(racer):
     assert final["lanes"][1]["same"] is not None and final["lanes"][0]["tokens"] == 24
     assert set(racer.profiles()) == {"float32", "bfloat16"} and racer.profiles()["bfloat16"] is not None
     assert "in bfloat16" in racer.preset()[-1] or "in float32" in racer.preset()[-1]
+    note, control = racer.on_tab("bfloat16")   # the tab shown: the note, the offered precisions, the choice kept
+    assert note == racer.preset()[-1] and control["value"] == "bfloat16"
+    assert [v for _, v in control["choices"]] == ["float32", "bfloat16"] and racer.on_tab("float16")[1]["value"] == "float32"
     _, _, again = _race(racer, ["ar", "dflash"], n=8)   # the float32 engine, copied after its runs, still exact
     assert again["lanes"][1]["ids"] == before["lanes"][1]["ids"] and again["lanes"][1]["same"] is True
     assert racer.loader.race_engine("bfloat16") is bf16
