@@ -121,8 +121,8 @@ class ModelLoader:
 
         try:
             engine = Engine(in_dtype(self.engine.models, torch.bfloat16))
-        except Exception:  # the race then offers float32 only (and says why)
-            traceback.print_exc()
+        except Exception as e:  # a model that cannot run in bfloat16: the race's bfloat16 choice names it
+            log.warning("no bfloat16 copy for the race: %s", str(e).splitlines()[0] if str(e) else type(e).__name__)
             return None
         self.by_dtype["bfloat16"] = engine
         log.info("bfloat16 copy of the target and drafter built for the race's precision choice")
@@ -228,8 +228,8 @@ class ModelLoader:
         if dtype in self.by_dtype:
             return self.by_dtype[dtype]
         have = ", ".join(self.by_dtype) or "none yet"
-        raise InputError("precision", f"{dtype!r} is not loaded (this app holds {have}; bfloat16 comes with a "
-                                      "float32 load, measured after it)")
+        raise InputError("precision", f"{dtype!r} is not loaded (this app holds {have}; a bfloat16 copy comes "
+                                      "with a float32 load that has a drafter; the app log says if it failed)")
 
     def profile_status(self) -> str:
         """What the page says of the auto budget's hardware profile."""
