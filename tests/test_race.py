@@ -182,6 +182,26 @@ def test_a_bfloat16_race_runs_every_lane_on_the_bfloat16_copy(racer):
     assert racer.loader.race_engine("bfloat16") is bf16
 
 
+def test_a_bfloat16_race_started_before_the_copy_exists_waits_and_says_so():
+    """Run pressed while the loader still measures float32: the bfloat16 race says it waits, then runs on the copy
+    once the loader has built it (the generator resumed after the loader's steps: no thread, no sleep)."""
+    args = argparse.Namespace(target="tiny", drafter="tiny", device="cpu", dtype="float32", draft_dtype="auto",
+                              trust_remote_code=False)
+    ld = L.ModelLoader(args)
+    ld.engine = Engine(tiny_models("qwen3", 5))
+    ld.engines[ld.default_drafter()] = ld.by_dtype["float32"] = ld.engine
+    ld.profile_step = (3, 11)   # the float32 profile under way
+    racer = race.Race(ld, session.Sessions(), callbacks=None)
+    gen = racer.on_race(PROMPT, ["ar", "ddtree-auto"], 8, True, "bfloat16", session.new_state())
+    first = next(gen)
+    assert first[1].startswith("waiting for the bfloat16 copy of the models (measuring this machine"), first[1]
+    ld._profile(ld._lower_precision())   # the loader's next steps
+    ld.profile_step = None
+    ld.profiles_done.set()
+    final = json.loads([o for o in gen if isinstance(o[0], str)][-1][0])
+    assert final["versus"] == "plain decoding in bfloat16" and [ln["tokens"] for ln in final["lanes"]] == [8, 8]
+
+
 def test_the_loader_measures_the_machine_before_it_says_done(tmp_path):
     """Model load, then the hardware profile, as steps the status line shows; on_phase (which sets the status a
     fresh page paints first) comes once the models are loaded, saying "ready" while the profile runs, and last
