@@ -2,7 +2,9 @@
 
 One target is shared by every drafter: the drafter given at start (--drafter) loads with it, and each
 other drafter of the Drafter menu (the shipped ones, for the embedded target) gets its own Engine over
-the same target the first time a run asks for it."""
+the same target the first time a run asks for it. A float32 load also gets a bfloat16 copy of the target
+and that drafter (the Race tab's precision choice: ~285 MB for the embedded pair), measured after the float32
+profile."""
 from __future__ import annotations
 
 import logging
@@ -21,6 +23,11 @@ from engine.paths import shipped_drafters
 from .tokentext import bidi_visible
 
 log = logging.getLogger("reanchor.app")
+
+
+def dtype_name(engine) -> str:
+    """An Engine's target dtype as the page names it: float32, bfloat16."""
+    return str(engine.models.dtype).replace("torch.", "")
 
 
 def shown_name(name: str) -> str:
@@ -49,6 +56,10 @@ class ModelLoader:
         self._on_phase: list = []
         self.profile_step: tuple[int, int] | None = None   # (done, total) while the hardware is profiled
         self.profile_s: float | None = None
+        self.profile_dtype: str | None = None   # the dtype being profiled now
+        self.profile_times: dict[str, float] = {}   # dtype -> seconds its profile took
+        self.by_dtype: dict[str, object] = {}   # dtype -> the start drafter's Engine in it (the race's precision)
+        self.profiles_done = threading.Event()   # set when profiling ends (or never runs): a race waits on it
 
     def on_phase(self, fn) -> None:
         """Call fn() whenever the status line moves to a new phase: models loaded (the hardware profile may
@@ -80,6 +91,7 @@ class ModelLoader:
             engine = Engine(models_from_args(self.args))
             self.engines[self.default_drafter()] = engine
             self.profile_step = (0, 0) if engine.models.drafter is not None else None
+            self.by_dtype[dtype_name(engine)] = engine
             self.engine = engine
             self.loaded_s = time.monotonic() - self.started
         except Exception as e:  # InputError (bad --target / --drafter) and anything else
@@ -90,30 +102,55 @@ class ModelLoader:
                 traceback.print_exc()
         if self.profile_step is not None:
             self._phase()   # a fresh page says "ready" while the profile runs, not "loading models… 0 s"
-            self._profile()
+            self._profile(self.engine)
+            if dtype_name(self.engine) == "float32":
+                self._profile(self._lower_precision())
+        self.profile_step = None
+        self.profiles_done.set()
         from .session import give_back_memory
 
         give_back_memory()  # what loading and profiling freed: glibc kept ~110 MiB of it (docs/security.md)
         self._phase()
 
-    def _profile(self) -> None:
-        """The auto budget's hardware profile, measured now (the model answers runs meanwhile; an auto run
-        started meanwhile waits for it), so that no auto run spends its first seconds measuring."""
+    def _lower_precision(self):
+        """The start drafter's Engine over a bfloat16 copy of the models (built once, here, after the float32
+        profile): the Race tab's bfloat16 lanes, plain decoding too. None if it cannot be built."""
+        from engine.decode import Engine
+        from engine.models import in_dtype
+        import torch
+
+        try:
+            engine = Engine(in_dtype(self.engine.models, torch.bfloat16))
+        except Exception as e:  # a model that cannot run in bfloat16: the race's bfloat16 choice names it
+            log.warning("no bfloat16 copy for the race: %s", str(e).splitlines()[0] if str(e) else type(e).__name__)
+            return None
+        self.by_dtype["bfloat16"] = engine
+        log.info("bfloat16 copy of the target and drafter built for the race's precision choice")
+        return engine
+
+    def _profile(self, engine) -> None:
+        """The auto budget's hardware profile of `engine`, measured now (the model answers runs meanwhile; an
+        auto run started meanwhile waits for it), so that no auto run spends its first seconds measuring."""
         from engine.decode.cost import engine_profile
+
+        if engine is None:
+            return
+        name = self.profile_dtype = dtype_name(engine)
 
         def step(done: int, total: int) -> None:
             self.profile_step = (done, total)
             if done == 0:
-                log.info("measuring this machine: verify and draft cost by size (%d steps)", total)
+                log.info("measuring this machine in %s: verify and draft cost by size (%d steps)", name, total)
 
+        self.profile_step = (0, 0)
         t0 = time.monotonic()
         try:
-            engine_profile(self.engine, progress=step)
-            self.profile_s = time.monotonic() - t0
-            log.info("hardware profile measured in %.1f s", self.profile_s)
+            engine_profile(engine, progress=step)
+            self.profile_times[name] = time.monotonic() - t0
+            self.profile_s = sum(self.profile_times.values())
+            log.info("hardware profile measured in %s in %.1f s", name, self.profile_times[name])
         except Exception:  # the runs that need it measure it themselves (and say what failed)
             traceback.print_exc()
-        self.profile_step = None
 
     # -- drafters ---------------------------------------------------------------------------------
     def drafter_choices(self) -> dict[str, str]:
@@ -172,13 +209,41 @@ class ModelLoader:
         """Models loading, or the hardware being profiled after (the status line keeps counting)."""
         return self.enabled and (not self.ready or self.profiling) and self.error is None
 
+    def race_dtypes(self) -> list[str]:
+        """The precisions a race can run in: the loaded dtype, and bfloat16 after a float32 load (its copy is built
+        after the float32 profile; with no drafter there is none). Before the load ends (the page is built without
+        torch), from the flags: --dtype auto reads as float32 unless --device names CUDA."""
+        if self.engine is not None:
+            loaded = dtype_name(self.engine)
+        else:
+            d, dev = self.args.dtype, str(self.args.device)
+            loaded = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}.get(d, d) \
+                if d not in (None, "", "auto") else "bfloat16" if dev.startswith("cuda") else "float32"
+        return [loaded, "bfloat16"] if loaded == "float32" and self.args.drafter != "none" else [loaded]
+
+    def race_engine(self, dtype: str):
+        """The start drafter's Engine in `dtype` (the race's precision), or InputError naming what there is."""
+        if self.engine is not None and dtype == dtype_name(self.engine):
+            return self.engine
+        if dtype in self.by_dtype:
+            return self.by_dtype[dtype]
+        have = ", ".join(self.by_dtype) or "none yet"
+        raise InputError("precision", f"{dtype!r} is not loaded (this app holds {have}; a bfloat16 copy comes "
+                                      "with a float32 load that has a drafter; the app log says if it failed)")
+
     def profile_status(self) -> str:
         """What the page says of the auto budget's hardware profile."""
         if self.profiling:
             done, total = self.profile_step
-            return (f"measuring this machine for the auto budget: verify cost by tree size, {done} of {total or '…'}"
-                    " (once; an auto run started now waits for it)")
-        return f"machine measured in {self.profile_s:.0f} s (auto budgets start at once)" if self.profile_s else ""
+            which = " in bfloat16 (the race's bfloat16 lanes)" if self.profile_dtype == "bfloat16" and \
+                "float32" in self.by_dtype else ""
+            return (f"measuring this machine for the auto budget{which}: verify cost by tree size, "
+                    f"{done} of {total or '…'} (once; an auto run started now waits for it)")
+        if not self.profile_s:
+            return ""
+        each = ", ".join(f"{d} {s:.0f} s" for d, s in self.profile_times.items()) \
+            if len(self.profile_times) > 1 else ""
+        return f"machine measured in {self.profile_s:.0f} s{f' ({each})' if each else ''} (auto budgets start at once)"
 
     def status(self) -> str:
         if not self.enabled:
@@ -189,7 +254,7 @@ class ModelLoader:
             m = self.engine.models
             profile = self.profile_status()
             return (f"ready: target {shown_name(m.target_name)}, drafter {shown_name(m.drafter_name)}, {m.device}, "
-                    f"{str(m.dtype).replace('torch.', '')} (loaded in {self.loaded_s:.1f} s; other drafters "
+                    f"{dtype_name(self.engine)} (loaded in {self.loaded_s:.1f} s; other drafters "
                     "of the menu load on their first run)" + (f"; {profile}" if profile else ""))
         t = time.monotonic() - self.started if self.started else 0.0
         return (f"loading models… {t:.0f} s (the first start de-quantises the embedded model, ~25 s); "

@@ -21,6 +21,7 @@ from engine.options import auto_label, mode_rule
 from . import race_view, session
 from .page import PLOTLY_JS
 from .examples import WRITTEN
+from .loader import dtype_name
 from .runs import bad_input, engine_or_error, field_error, parse_inputs, stream_run
 
 log = logging.getLogger("reanchor.app")
@@ -42,8 +43,9 @@ UPDATE_S = 0.1              # the live lanes at most this often (every round on 
 DEMO_PROMPT = dict(WRITTEN)["code: Fibonacci"]
 # The profile's verify(32) / verify(1): under this a 32-node tree costs about one token's pass (memory-bound,
 # a GPU), so the fixed 32-node trees win; above it (compute-bound, a CPU) each node costs, and the auto budget
-# sizes each round's tree to what pays on this machine.
-FLAT_VERIFY = 1.6
+# sizes each round's tree to what pays on this machine. (bf16 on the 2-core CPU measured 1.5: not flat; the
+# auto budget beat the fixed 32-node trees there, 1.34x against 1.23x.)
+FLAT_VERIFY = 1.3
 NOTE = ("Lanes ran one after another on this machine and are replayed side by side on one clock from their "
         "recorded round times (measured time), or on target forward passes (hardware-free).")
 
@@ -53,21 +55,63 @@ def lane_config(label: str) -> tuple[str, str, str | None, str | None]:
     return auto_label(label) or (label, mode_rule(label, "earliest"), None, None)
 
 
-def demo_preset(profile, dtype: str) -> tuple[list[str], str]:
-    """(lanes, why) for this machine, from its measured hardware profile (engine.decode.cost.Profile)."""
-    if profile is None:
-        return ["ar", "ddtree-auto", "reanchor-tree-auto"], ("this machine is not measured yet (the status line "
-                                                              "shows the profile's progress): the CPU choice")
-    ratio = profile.verify(32) / max(profile.verify(1), 1e-9)
-    where = f"{profile.device}, {dtype}"
-    if ratio < FLAT_VERIFY:
-        return ["ar", "ddtree", "reanchor-tree"], (
-            f"on this machine ({where}) verifying 32 nodes costs {ratio:.1f}× one token's pass: big trees are "
-            "nearly free, so the fixed 32-node trees")
-    return ["ar", "ddtree-auto", "reanchor-tree-auto"], (
-        f"on this machine ({where}) verifying 32 nodes costs {ratio:.1f}× one token's pass: each node costs, so "
-        "the auto budget sizes every round's tree to what pays here (docs/race.md: ddtree-auto at 1.2× plain "
-        "decoding on a 2-core CPU, fp32)")
+AUTO_LANES = ["ar", "ddtree-auto", "reanchor-tree-auto"]
+FIXED_LANES = ["ar", "ddtree", "reanchor-tree"]
+PRECISIONS = {"float32": "float32 (exact, token for token)", "bfloat16": "bfloat16 (faster trees on a CPU, not exact)"}
+# A dtype other than the loaded one is picked when its 32-node verify, relative to its own one-token pass, is at
+# least this much cheaper than the loaded dtype's: the exact one wins near-ties.
+PREFER_EXACT = 1.2
+
+
+def precision_choices(dtypes: list[str]) -> list[tuple[str, str]]:
+    """The Precision control's (label, value) pairs."""
+    return [(PRECISIONS.get(d, d), d) for d in dtypes]
+
+
+def tree_cost(profile) -> float:
+    """verify(32) / verify(1): what a 32-node tree costs in one-token passes of the same dtype."""
+    return profile.verify(32) / max(profile.verify(1), 1e-9)
+
+
+def demo_preset(profiles: dict) -> tuple[str, list[str], str]:
+    """(dtype, lanes, why) for this machine from its measured hardware profiles (engine.decode.cost.Profile),
+    `profiles` = {dtype: Profile or None (not measured yet)}, the loaded dtype first. A flat profile (a GPU)
+    keeps the loaded dtype and races the fixed 32-node trees; a compute-bound one (a CPU) races the auto budget
+    in the dtype whose trees cost least against its own one-token pass."""
+    loaded = next(iter(profiles))
+    measured = {d: p for d, p in profiles.items() if p is not None}
+    if loaded not in measured:
+        return loaded, AUTO_LANES, ("this machine is not measured yet (the status line shows the profile's "
+                                    f"progress): the CPU choice, {loaded}")
+    cost = {d: tree_cost(p) for d, p in measured.items()}
+    where = measured[loaded].device
+    if cost[loaded] < FLAT_VERIFY:
+        return loaded, FIXED_LANES, (
+            f"on this machine ({where}, {loaded}) verifying 32 nodes costs {cost[loaded]:.1f}× one token's pass: "
+            "big trees are nearly free, so the fixed 32-node trees")
+    dtype = min(cost, key=lambda d: cost[d] * (1 if d == loaded else PREFER_EXACT))
+    figures = "; ".join(f"{d} {cost[d]:.1f}× ({p.verify(32):.0f} ms against {p.verify(1):.0f} ms)"
+                        for d, p in measured.items())
+    why = (f"on this machine ({where}) verifying 32 tree nodes costs, in one-token passes of the same precision: "
+           f"{figures}. ")
+    missing = [d for d in profiles if d not in measured]
+    if dtype == loaded:
+        return dtype, AUTO_LANES, why + (
+            f"Each node costs, so {dtype} with the auto budget sizing every round's tree to what pays here"
+            + (f" ({', '.join(missing)} not measured yet)" if missing else ""))
+    p, q = measured[dtype], measured[loaded]
+    speed = q.verify(1) / p.verify(1)   # plain decoding is one one-token pass a token
+    return dtype, AUTO_LANES, why + (
+        f"Trees pay most in {dtype}, so {dtype} lanes with the auto budget. ×N compares with plain decoding in "
+        f"{dtype}, whose one-token pass costs {p.verify(1):.0f} ms against {q.verify(1):.0f} ms in {loaded}: "
+        f"{dtype} plain decoding runs at about {speed:.2f}× {loaded}'s tokens/s here"
+        + (f", so ×N over-states the gain over exact {loaded} plain decoding" if speed < 1 else "")
+        + f". {dtype} is not exact: pick {loaded} for token-for-token text")
+
+
+def versus(dtype: str) -> str:
+    """What ×N is measured against: plain decoding in the race's precision."""
+    return "plain decoding" if dtype == "float32" else f"plain decoding in {dtype}"
 
 
 def badge_words(dtype: str) -> str:
@@ -94,25 +138,48 @@ class Race:
     def __init__(self, loader, sessions: session.Sessions, callbacks):
         self.loader, self.sessions, self.cb = loader, sessions, callbacks
 
-    def dtype(self, engine) -> str:
-        return str(engine.models.dtype).replace("torch.", "")
+    def profiles(self) -> dict:
+        """{dtype: its measured Profile or None} of the precisions this app races in, the loaded one first."""
+        engines = self.loader.by_dtype if self.loader.ready else {}
+        return {d: profiled(engines[d]) if d in engines else None for d in self.loader.race_dtypes()}
 
     def preset(self):
         """The demo preset's controls and the words saying what was chosen and why."""
-        engine = self.loader.engine if self.loader.ready else None
-        prof = profiled(engine) if engine is not None else None
-        dtype = self.dtype(engine) if engine is not None else "float32"
-        lanes, why = demo_preset(prof, dtype)
-        words = (f"**Demo preset:** {', '.join(lanes)}, {min(64, RACE_MAX_NEW)} tokens, repeatable budget. "
+        dtype, lanes, why = demo_preset(self.profiles())
+        words = (f"**Demo preset:** {', '.join(lanes)} in {dtype}, {min(64, RACE_MAX_NEW)} tokens, repeatable budget. "
                  f"Why: {why}. Texts are compared with {badge_words(dtype)}.")
-        return DEMO_PROMPT, lanes, 64, True, words
+        return DEMO_PROMPT, lanes, 64, True, dtype, words
+
+    def on_tab(self, precision):
+        """The tab shown: the preset's note, and the precisions the loaded app offers (the page was built before
+        the load; the choice made is kept where it is offered)."""
+        dtypes = self.loader.race_dtypes()
+        return self.preset()[-1], gr.update(choices=precision_choices(dtypes),
+                                            value=precision if precision in dtypes else dtypes[0])
 
     def _lanes_payload(self, labels, traces, statuses, ref, phase, dtype):
         lanes = [race_view.lane_payload(lb, LANES[lb], statuses[i], traces[i]) for i, lb in enumerate(labels)]
-        return race_view.payload(lanes, ref, phase, NOTE, badge_words(dtype))
+        return race_view.payload(lanes, ref, phase, NOTE, badge_words(dtype), versus(dtype))
 
-    def on_race(self, prompt, lanes, max_new, repeatable, st):
-        """Run the lanes one after another, streaming each; then the replay and the export."""
+    def _precision(self, precision):
+        """The race's Engine in the chosen precision (the loaded one when none is given), waiting (and saying so)
+        while it is still being built at load; yields status updates, returns (engine, dtype)."""
+        engine = engine_or_error(self.loader)
+        dtype = precision or dtype_name(engine)
+        if dtype not in self.loader.race_dtypes():
+            raise bad_input(f"Precision: {str(dtype)[:40]!r} not one of: {', '.join(self.loader.race_dtypes())}")
+        while dtype not in self.loader.by_dtype and dtype != dtype_name(engine) and \
+                not self.loader.profiles_done.is_set():
+            yield gr.skip(), f"waiting for the {dtype} copy of the models ({self.loader.profile_status()})", gr.skip()
+            self.loader.profiles_done.wait(1.0)
+        try:
+            return self.loader.race_engine(dtype), dtype
+        except InputError as e:
+            raise field_error(e) from None
+
+    def on_race(self, prompt, lanes, max_new, repeatable, precision, st):
+        """Run the lanes one after another, streaming each, in the chosen precision (plain decoding too); then
+        the replay and the export."""
         st = st if isinstance(st, dict) else session.new_state()
         self.sessions.touch(st)
         settings = parse_inputs(prompt, REFERENCE, "earliest", 0.0, 0, max_new)
@@ -120,10 +187,10 @@ class Race:
         if n > RACE_MAX_NEW:
             raise bad_input(f"Max new tokens: a race runs at most {RACE_MAX_NEW}, got {n}")
         labels = check_lanes(lanes)
-        engine = engine_or_error(self.loader)
         if st.get("run") is not None:
             raise bad_input("Race: a run is already in progress in this session; press Stop first")
-        dtype, calibration = self.dtype(engine), "fixed" if repeatable else "online"
+        engine, dtype = yield from self._precision(precision)
+        calibration = "fixed" if repeatable else "online"
         try:
             ids = engine.encode_prompt(p)
         except InputError as e:
@@ -132,7 +199,7 @@ class Race:
         traces, statuses = [None] * len(labels), ["waiting"] * len(labels)
         st.update(race_stop=False, race=None)
         skip = gr.skip()
-        log.info("race started: %s, %d tokens, %s budget", labels, n, calibration)
+        log.info("race started: %s, %d tokens, %s, %s budget", labels, n, dtype, calibration)
         for i, label in enumerate(labels):
             if st.get("race_stop"):
                 statuses[i] = "skipped (stopped)"
@@ -140,7 +207,7 @@ class Race:
             mode, rule, k, N = lane_config(label)
             cfg = DecodeConfig(mode=mode, rule=rule, temperature=0.0, seed=0, max_new_tokens=n, max_shifted=k,
                                max_trie_nodes=N, calibration=calibration)
-            if self.loader.profiling and "auto" in (k, N):
+            if self.loader.profiling and "auto" in (k, N) and profiled(engine) is None:
                 yield skip, f"lane {label}: waiting for this machine's profile ({self.loader.profile_status()})", skip
             try:
                 run = engine.run(ids, cfg, budget_for(engine, cfg))
@@ -201,8 +268,9 @@ class Race:
         return (*self.cb.on_upload(path, st), gr.Tabs(selected="explore"))
 
 
-def layout(c: SimpleNamespace) -> None:
-    """The Race tab's components (call inside its gr.Tab): compact, so that the lanes fit a 720-px screen."""
+def layout(c: SimpleNamespace, dtypes: list[str]) -> None:
+    """The Race tab's components (call inside its gr.Tab): compact, so that the lanes fit a 720-px screen.
+    `dtypes`: the precisions this app races in, the loaded one first (ModelLoader.race_dtypes)."""
     gr.Markdown("Plain decoding against the speculative modes, on one prompt: each lane's text coloured by where its "
                 "tokens came from (blue: the drafter's block, other colours: a shifted block, amber: the target's "
                 "own token), then replayed side by side. Stop ends the running lane at its next round.",
@@ -215,6 +283,9 @@ def layout(c: SimpleNamespace) -> None:
                                    elem_id="rx-race-max-new", scale=1, min_width=120)
         c.race_repeatable = gr.Checkbox(value=True, label="repeatable budget (fixed calibration)",
                                         elem_id="rx-race-repeatable", scale=1, min_width=150)
+        c.race_dtype = gr.Radio(precision_choices(dtypes), value=dtypes[0],
+                                label="Precision (every lane, plain decoding too)", elem_id="rx-race-dtype", scale=2,
+                                min_width=240)
     c.race_lanes = gr.CheckboxGroup(list(LANES), value=["ar", "ddtree-auto", "reanchor-tree-auto"],
                                     label=f"Lanes ({MIN_LANES} to {MAX_LANES}; ar, plain decoding, is the reference)",
                                     elem_id="rx-race-lanes")
@@ -231,11 +302,13 @@ def layout(c: SimpleNamespace) -> None:
 
 def wire(c: SimpleNamespace, race: Race, view_out: list) -> None:
     model = dict(concurrency_limit=1, concurrency_id="model", show_progress="minimal", preprocess=False)
-    c.race_btn.click(race.on_race, [c.race_prompt, c.race_lanes, c.race_max_new, c.race_repeatable, c.state],
+    c.race_btn.click(race.on_race, [c.race_prompt, c.race_lanes, c.race_max_new, c.race_repeatable, c.race_dtype,
+                                    c.state],
                      [c.race_view, c.race_status, c.race_export], api_name="race", **model)
     c.race_stop_btn.click(race.on_stop, [c.state], None, queue=False, show_progress="hidden", api_name="race_stop")
-    preset_out = [c.race_prompt, c.race_lanes, c.race_max_new, c.race_repeatable, c.race_preset_note]
+    preset_out = [c.race_prompt, c.race_lanes, c.race_max_new, c.race_repeatable, c.race_dtype, c.race_preset_note]
     c.race_preset_btn.click(race.preset, None, preset_out, queue=False, api_name="race_preset")
-    c.race_tab.select(lambda: race.preset()[-1], None, [c.race_preset_note], queue=False, show_progress="hidden")
+    c.race_tab.select(race.on_tab, [c.race_dtype], [c.race_preset_note, c.race_dtype], queue=False,
+                      show_progress="hidden")
     c.race_view.click(race.on_inspect, [c.state], view_out + [c.tabs], api_name="race_inspect").then(
         None, js="() => setTimeout(() => document.querySelector('#rx-inspector')?.scrollIntoView({block: 'start'}), 100)")

@@ -139,12 +139,14 @@ def race_figure(lanes: list[dict], clock: str) -> dict:
     return json.loads(fig.to_json())
 
 
-def payload(lanes: list[dict], ref: int | None, phase: str, note: str, badge: str) -> dict:
+def payload(lanes: list[dict], ref: int | None, phase: str, note: str, badge: str,
+            versus: str = "plain decoding") -> dict:
     """What the renderer draws: lanes (lane_payload), plain decoding's lane index, the phase ("live" while lanes
     run, "done" or "stopped" after), the page's note on how lanes ran and the badge's wording of what the texts
-    are compared with; finished races carry both clocks' figures."""
+    are compared with, and `versus`, what ×N is measured against; finished races carry both clocks' figures."""
     verdicts(lanes, ref)
-    out = {"phase": phase, "ref": ref, "note": note, "badge": badge, "lanes": lanes, "slide": list(SLIDE_PX)}
+    out = {"phase": phase, "ref": ref, "note": note, "badge": badge, "versus": versus, "lanes": lanes,
+           "slide": list(SLIDE_PX)}
     if phase != "live":
         out["figs"] = {c: race_figure(lanes, c) for c in ("time", "passes")}
     return out
@@ -250,7 +252,7 @@ window.rxRaceMount = function (root, P, opts) {
     if (i === P.ref) { b.badge.appendChild(el('span', null, 'the reference: ' + P.badge)); return; }
     if (L.speedup !== null && L.speedup !== undefined) {
       b.badge.appendChild(el('span', 'rx-x-n', '×' + L.speedup.toFixed(2)));
-      b.badge.appendChild(document.createTextNode(' against plain decoding · '));
+      b.badge.appendChild(document.createTextNode(' against ' + (P.versus || 'plain decoding') + ' · '));
     }
     if (L.same === true) b.badge.appendChild(el('span', 'rx-same', (L.cut ? 'cut by the run time limit: the ' +
       'tokens both lanes made are the same text as ' : 'same text as ') + P.badge + ' ✓'));

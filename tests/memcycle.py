@@ -42,7 +42,8 @@ def main(argv: list[str]) -> None:
     try:
         app.wait_up(300)
         app.wait_model(Client(app.url, verbose=False), timeout=900)
-        app.wait_log("hardware profile measured", timeout=600)  # the server's start work done ("ready" comes first)
+        # the server's start work done ("ready" comes first): the profiles of float32 and of its bfloat16 copy
+        app.wait_log("hardware profile measured", timeout=600, count=1 if "bfloat16" in argv else 2)
         time.sleep(5)
         fresh = rss_mib(app.proc.pid)
         print(f"fresh (model loaded, no client): {fresh:.0f} MiB", flush=True)

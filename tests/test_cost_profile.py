@@ -82,3 +82,18 @@ def test_calibration_is_checked():
     with pytest.raises(InputError, match="calibration"):
         validate(DecodeConfig(calibration="sometimes"), 8)
     assert cost.budget_for(_engine(), DecodeConfig(mode="ar", calibration="fixed")) is None
+
+
+def test_a_measured_profile_returns_while_another_engine_is_measured():
+    """The app measures its bfloat16 copy after the float32 engine (app/loader.py): a float32 auto run started
+    meanwhile gets its profile at once instead of queueing behind the other measurement."""
+    import threading
+
+    eng = _engine(4)
+    prof = cost.engine_profile(eng, reps=1)
+    got = []
+    with cost._PROFILING:   # another engine's measurement holds the lock
+        t = threading.Thread(target=lambda: got.append(cost.engine_profile(eng)), daemon=True)
+        t.start()
+        t.join(10.0)
+        assert got == [prof], "a measured engine's profile waited for another engine's measurement"

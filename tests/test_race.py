@@ -25,14 +25,14 @@ def racer():
                               trust_remote_code=False)
     ld = L.ModelLoader(args)
     ld.engine = Engine(tiny_models("qwen3", 0))
-    ld.engines[ld.default_drafter()] = ld.engine
+    ld.engines[ld.default_drafter()] = ld.by_dtype["float32"] = ld.engine
     return race.Race(ld, session.Sessions(), callbacks=None)
 
 
-def _race(racer, lanes, n=24, st=None, stop_after=None):
+def _race(racer, lanes, n=24, st=None, stop_after=None, precision="float32"):
     st = st if st is not None else session.new_state()
     outs = []
-    for out in racer.on_race(PROMPT, lanes, n, True, st):
+    for out in racer.on_race(PROMPT, lanes, n, True, precision, st):
         outs.append(out)
         if stop_after and isinstance(out[0], str) and stop_after(json.loads(out[0])):
             racer.on_stop(st)
@@ -114,25 +114,92 @@ def test_race_inputs_are_checked(racer):
     for lanes, what in ((["ar"], "pick 2 to 4"), (["ar", "warp"], "'warp' not one of"),
                         (["ar", "dflash", "ddtree", "reanchor", "reanchor-tree"], "pick 2 to 4")):
         with pytest.raises(gr.Error, match=what):
-            list(racer.on_race(PROMPT, lanes, 16, True, session.new_state()))
+            list(racer.on_race(PROMPT, lanes, 16, True, "float32", session.new_state()))
     with pytest.raises(gr.Error, match="Max new tokens: a race runs at most"):
-        list(racer.on_race(PROMPT, ["ar", "dflash"], race.RACE_MAX_NEW + 1, True, session.new_state()))
+        list(racer.on_race(PROMPT, ["ar", "dflash"], race.RACE_MAX_NEW + 1, True, "float32", session.new_state()))
     with pytest.raises(gr.Error, match="Prompt"):
-        list(racer.on_race(" ", ["ar", "dflash"], 16, True, session.new_state()))
+        list(racer.on_race(" ", ["ar", "dflash"], 16, True, "float32", session.new_state()))
+    with pytest.raises(gr.Error, match="Precision: 'float16' not one of: float32, bfloat16"):
+        list(racer.on_race(PROMPT, ["ar", "dflash"], 16, True, "float16", session.new_state()))
 
 
-def test_demo_preset_follows_the_profile():
-    cpu = Profile(16, [1, 16], [10.0, 40.0], [1, 32, 128], [20.0, 70.0, 250.0], device="cpu")
-    gpu = Profile(16, [1, 16], [2.0, 2.2], [1, 32, 128], [5.0, 5.5, 7.0], device="cuda:0")
-    lanes, why = race.demo_preset(cpu, "float32")
-    assert lanes == ["ar", "ddtree-auto", "reanchor-tree-auto"] and "3.5×" in why and "cpu, float32" in why
-    lanes, why = race.demo_preset(gpu, "bfloat16")
-    assert lanes == ["ar", "ddtree", "reanchor-tree"] and "1.1×" in why
-    assert race.badge_words("float32") == "plain decoding"
-    assert race.badge_words("bfloat16").startswith("plain decoding in bfloat16")
+def _profile(one: float, n32: float, device: str = "cpu") -> Profile:
+    return Profile(16, [1, 16], [10.0, 40.0], [1, 32, 128], [one, n32, 4 * n32], device=device)
+
+
+def test_demo_preset_follows_the_profiles():
+    """The preset's dtype and lanes from the measured profiles: the precision whose 32-node tree costs least
+    against its own one-token pass (near ties: the exact one), the fixed trees where the loaded one is flat."""
+    fp32, bf16 = _profile(84.0, 185.0), _profile(73.0, 110.0)   # trees 2.2x one pass in fp32, 1.5x in bf16
+    dtype, lanes, why = race.demo_preset({"float32": fp32, "bfloat16": bf16})
+    assert (dtype, lanes) == ("bfloat16", ["ar", "ddtree-auto", "reanchor-tree-auto"]), why
+    assert "float32 2.2× (185 ms against 84 ms); bfloat16 1.5× (110 ms against 73 ms)" in why
+    assert "×N compares with plain decoding in bfloat16" in why and "about 1.15× float32's tokens/s" in why
+    assert "over-states" not in why and "not exact" in why
+    slow = _profile(150.0, 200.0)   # bf16's one-token pass slower than fp32's: said, with what it means for ×N
+    dtype, _, why = race.demo_preset({"float32": fp32, "bfloat16": slow})
+    assert dtype == "bfloat16" and "about 0.56× float32's tokens/s" in why and "over-states" in why, why
+    near = _profile(80.0, 160.0)    # 2.0x: not cheaper enough to give up exactness
+    assert race.demo_preset({"float32": fp32, "bfloat16": near})[:2] == ("float32", race.AUTO_LANES)
+    dtype, lanes, why = race.demo_preset({"float32": fp32, "bfloat16": None})   # bf16 still measuring
+    assert (dtype, lanes) == ("float32", race.AUTO_LANES) and "bfloat16 not measured yet" in why
+    gpu = _profile(5.0, 5.5, "cuda:0")   # flat: today's choice, the loaded dtype's fixed 32-node trees
+    dtype, lanes, why = race.demo_preset({"float32": gpu, "bfloat16": _profile(4.0, 4.1, "cuda:0")})
+    assert (dtype, lanes) == ("float32", ["ar", "ddtree", "reanchor-tree"]) and "1.1×" in why
+    assert race.demo_preset({"bfloat16": bf16})[:2] == ("bfloat16", race.AUTO_LANES)   # --dtype bfloat16
+    assert race.demo_preset({"float32": None, "bfloat16": None})[:2] == ("float32", race.AUTO_LANES)
+    assert race.badge_words("float32") == "plain decoding" and race.versus("bfloat16") == "plain decoding in bfloat16"
+    assert race.badge_words("bfloat16").startswith("plain decoding in bfloat16 (not exact")
     assert race.lane_config("ddtree-auto") == ("ddtree", "earliest", None, "auto")
     assert race.lane_config("reanchor-tree-auto") == ("reanchor-tree", "earliest", "auto", "auto")
     assert race.lane_config("ar") == ("ar", "earliest", None, None)
+
+
+def test_a_bfloat16_race_runs_every_lane_on_the_bfloat16_copy(racer):
+    """The precision choice: the loader's bfloat16 copy (built once, profiled), every lane in it, plain decoding
+    too; the badge and ×N say what they compare with; the preset reads both profiles."""
+    ld = racer.loader
+    _, _, before = _race(racer, ["ar", "dflash"], n=8)   # the float32 engine has run (its taps attached)
+    bf16 = ld._lower_precision()
+    ld._profile(bf16)
+    assert ld.race_engine("bfloat16") is bf16 and ld.race_engine("float32") is ld.engine
+    assert str(bf16.models.target.dtype) == "torch.bfloat16" and bf16.models.tokenizer is ld.engine.models.tokenizer
+    st, outs, final = _race(racer, ["ar", "ddtree-auto"], precision="bfloat16")
+    assert [ln["label"] for ln in final["lanes"]] == ["ar", "ddtree-auto"]
+    live = [json.loads(o[0])["lanes"][1]["tokens"] for o in outs if isinstance(o[0], str)
+            and json.loads(o[0])["phase"] == "live" and json.loads(o[0])["lanes"][1]["status"] == "running"]
+    assert len(set(live)) >= 2, live   # streamed
+    assert [t["config"]["dtype"] for t in st["race"]["traces"]] == ["bfloat16", "bfloat16"]
+    assert final["badge"] == race.badge_words("bfloat16") and final["versus"] == "plain decoding in bfloat16"
+    assert final["lanes"][1]["same"] is not None and final["lanes"][0]["tokens"] == 24
+    assert set(racer.profiles()) == {"float32", "bfloat16"} and racer.profiles()["bfloat16"] is not None
+    assert "in bfloat16" in racer.preset()[-1] or "in float32" in racer.preset()[-1]
+    note, control = racer.on_tab("bfloat16")   # the tab shown: the note, the offered precisions, the choice kept
+    assert note == racer.preset()[-1] and control["value"] == "bfloat16"
+    assert [v for _, v in control["choices"]] == ["float32", "bfloat16"] and racer.on_tab("float16")[1]["value"] == "float32"
+    _, _, again = _race(racer, ["ar", "dflash"], n=8)   # the float32 engine, copied after its runs, still exact
+    assert again["lanes"][1]["ids"] == before["lanes"][1]["ids"] and again["lanes"][1]["same"] is True
+    assert racer.loader.race_engine("bfloat16") is bf16
+
+
+def test_a_bfloat16_race_started_before_the_copy_exists_waits_and_says_so():
+    """Run pressed while the loader still measures float32: the bfloat16 race says it waits, then runs on the copy
+    once the loader has built it (the generator resumed after the loader's steps: no thread, no sleep)."""
+    args = argparse.Namespace(target="tiny", drafter="tiny", device="cpu", dtype="float32", draft_dtype="auto",
+                              trust_remote_code=False)
+    ld = L.ModelLoader(args)
+    ld.engine = Engine(tiny_models("qwen3", 5))
+    ld.engines[ld.default_drafter()] = ld.by_dtype["float32"] = ld.engine
+    ld.profile_step = (3, 11)   # the float32 profile under way
+    racer = race.Race(ld, session.Sessions(), callbacks=None)
+    gen = racer.on_race(PROMPT, ["ar", "ddtree-auto"], 8, True, "bfloat16", session.new_state())
+    first = next(gen)
+    assert first[1].startswith("waiting for the bfloat16 copy of the models (measuring this machine"), first[1]
+    ld._profile(ld._lower_precision())   # the loader's next steps
+    ld.profile_step = None
+    ld.profiles_done.set()
+    final = json.loads([o for o in gen if isinstance(o[0], str)][-1][0])
+    assert final["versus"] == "plain decoding in bfloat16" and [ln["tokens"] for ln in final["lanes"]] == [8, 8]
 
 
 def test_the_loader_measures_the_machine_before_it_says_done(tmp_path):
@@ -155,6 +222,14 @@ def test_the_loader_measures_the_machine_before_it_says_done(tmp_path):
     steps = [s[1] for s in seen if s[0] == "status"]
     assert steps and all(s.startswith("ready:") and "measuring this machine" in s for s in steps), steps[:2]
     assert re.search(rf"verify cost by tree size, \d+ of {len(VERIFY_SIZES)}", steps[-1]), steps[-1]
+    # then the bfloat16 copy for the race's precision choice, built once and measured in its own step
+    first_bf16 = next(i for i, s in enumerate(steps) if "in bfloat16 (the race's bfloat16 lanes)" in s)
+    assert first_bf16 > 0 and "in bfloat16" not in steps[0], steps[:2]
+    bf16 = ld.race_engine("bfloat16")
+    assert str(bf16.models.target.dtype) == "torch.bfloat16" and ld.race_engine("bfloat16") is bf16
+    assert profiled(bf16) is not None and profiled(bf16) is not profiled(ld.engine)
+    assert set(ld.profile_times) == {"float32", "bfloat16"} and ld.profiles_done.is_set()
     assert seen[-1][:3] == ("done", True, False) and "machine measured" in seen[-1][3]
+    assert "float32" in seen[-1][3] and "bfloat16" in seen[-1][3]
     loaded = [s for s in seen if s[0] == "done" and s[2]]   # the phase call while the profile still runs
     assert loaded and loaded[0][3].startswith("ready:") and "measuring this machine" in loaded[0][3], seen[:2]

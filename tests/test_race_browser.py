@@ -98,6 +98,16 @@ def test_race_of_plain_decoding_and_two_speculative_modes(app, browser, tmp_path
     page.wait_for_selector("#rx-race-run", state="visible")
     page.wait_for_function("() => /Demo preset: .*Why: on this machine/.test("
                            "document.querySelector('#rx-race-preset')?.innerText || '')", timeout=30000)
+    # the precision control: float32 (exact) chosen, bfloat16 offered; the note says what the preset chose and why
+    note = page.inner_text("#rx-race-preset")
+    chosen = re.search(r"Demo preset: ar, ddtree-auto, reanchor-tree-auto in (float32|bfloat16)", note)
+    assert chosen and "verifying 32 tree nodes costs" in note and "bfloat16" in note, note
+    assert chosen[1] == "float32" or "×N compares with plain decoding in bfloat16" in note, note
+    precision = page.evaluate("() => [...document.querySelectorAll('#rx-race-dtype label')].map((l) => "
+                              "[l.innerText.trim(), l.querySelector('input').checked, l.getBoundingClientRect().right])")
+    assert [p[:2] for p in precision] == [["float32 (exact, token for token)", True],
+                                          ["bfloat16 (faster trees on a CPU, not exact)", False]], precision
+    assert all(0 < p[2] <= 1280 for p in precision), precision
     page.fill("#rx-race-prompt textarea", PROMPT)
     page.fill("#rx-race-max-new input", str(TOKENS))
     checked = page.evaluate("() => [...document.querySelectorAll('#rx-race-lanes input[type=checkbox]')]"

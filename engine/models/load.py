@@ -8,7 +8,7 @@ import json
 import os
 import socket
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, TypeVar
 from urllib.parse import urlparse
@@ -364,6 +364,25 @@ def check_pair(target, drafter) -> None:
         if own != vocab:
             raise InputError("drafter", f"vocab_size {own} != the target's output vocabulary ({vocab} rows "
                              f"in its LM head): a {type(drafter).__name__}'s own weights are vocabulary-sized")
+
+
+def in_dtype(models: Models, dtype: torch.dtype) -> Models:
+    """The same target and drafter in another dtype, without loading them again: parameters cast (no full-size
+    copy in the old dtype on the way), buffers kept (the rotary frequencies stay fp32), shared weights still
+    shared; checked on the embedded pair: the very tensors a load with --dtype gives. A run's feature taps
+    (features.py: they hold a thread-local) are not copied: the copy's first run taps its own layers."""
+    import copy
+
+    def cast(m):
+        if m is None:
+            return None
+        memo = {id(p): torch.nn.Parameter(p.detach().to(dtype), requires_grad=False) for p in m.parameters()}
+        for mod in m.modules():
+            if isinstance(mod.__dict__.get("_feature_taps"), dict):
+                memo[id(mod.__dict__["_feature_taps"])] = {}
+        return copy.deepcopy(m, memo).eval()
+
+    return replace(models, target=cast(models.target), drafter=cast(models.drafter), dtype=dtype)
 
 
 def load_models(target: str | None = None, drafter: str | None = None, device: str = "auto",
