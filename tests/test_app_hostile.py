@@ -26,8 +26,9 @@ import pytest
 
 from app import plots, render, session, views
 from app.tokentext import generated_ids, trace_pieces
-from app_fixtures import OUTPUT, PYTHON, REPO, launched_app, real_trace, tiled_trace
-from engine.trace import MAX_NESTING, Limits, TextPieces, TraceError, parse_trace, text_pieces, validate_trace
+from app_fixtures import OUTPUT, PYTHON, REPO, launched_app, real_trace
+from engine.trace import (MAX_NESTING, Limits, TextPieces, TraceError, parse_trace, text_pieces, tiled_trace,
+                          validate_trace)
 from test_app_plots import OUR_TAGS, _strings
 from tiny import SCRIPT, save_scripted, scripted_models
 

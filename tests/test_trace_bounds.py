@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from app_fixtures import real_trace, tiled_trace
-from engine.trace import EXPLORE, TraceError, load_trace, parse_trace, validate_trace
+from app_fixtures import real_trace
+from engine.trace import EXPLORE, TraceError, load_trace, parse_trace, tiled_trace, validate_trace
 
 
 def _bytes(t: dict) -> bytes:

@@ -8,7 +8,8 @@ import pytest
 gr = pytest.importorskip("gradio")
 
 from app import session, views  # noqa: E402
-from app_fixtures import real_trace, tiled_trace  # noqa: E402
+from app_fixtures import real_trace  # noqa: E402
+from engine.trace import tiled_trace  # noqa: E402
 
 
 def test_compare_shows_unknown_for_a_loaded_traces_own_words():
