@@ -77,7 +77,7 @@ def wait_figure(pg, r: int | None = None) -> None:
     """The round figure is drawn (for round r when given): its grid names g(0) and its title the round."""
     pg.wait_for_function("""r => { const t = document.querySelector('#rx-round-plot .gtitle')?.textContent || '';
         return [...document.querySelectorAll('#rx-round-plot .ytick text')].some(e => e.textContent === 'g(0)')
-            && (r === null || t.startsWith('round ' + r + ' ')); }""", arg=r, timeout=30000)
+            && (r === null || t.startsWith('round ' + r + ' ')); }""", arg=r, timeout=60000)
 
 
 def round_shown(pg) -> int:
@@ -202,7 +202,7 @@ def test_b_compare_then_example_trace_empties_compare(page, tmp_path):
 
 def test_analyses_are_the_papers_tables_with_a_way_back(page):
     page.get_by_text("Analyses: the paper's Figure 2").click()
-    page.wait_for_selector("#rx-tables h4", timeout=10000)
+    page.wait_for_selector("#rx-tables h4", timeout=60000)
     text = page.inner_text("#rx-tables")
     assert "current run" in text and "Table 5" in text and "Figure 2" in text and "Table 1" in text
     page.click("#rx-ex-analyses")

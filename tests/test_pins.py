@@ -31,7 +31,7 @@ def requirements() -> dict[str, str]:
 def test_readme_and_ci_install_the_same():
     app, tests = readme_commands()
     (ci,) = ci_commands()
-    assert app.endswith("&& python -m app") and tests.endswith("&& python -m pytest -q tests")
+    assert app.endswith("&& python -m app") and tests.endswith("&& python -m pytest -q -n 2 --dist loadfile tests")
     assert app.rsplit("&&", 1)[0] == tests.rsplit("&&", 1)[0], "the two commands set up different things"
     # CI runs the README's test command verbatim but for pip's quiet flag
     assert ci.replace("pip install -q ", "pip install ") == tests
