@@ -15,8 +15,10 @@ JS_TOKEN_CLICK = """
 element.addEventListener('click', (e) => {
   const t = e.target.closest('[data-r]');
   if (!t) return;
-  if (window.__rxJump) window.__rxJump(Math.max(0, parseInt(t.dataset.r)));  // a round the page holds: at once
-  trigger('click', {r: parseInt(t.dataset.r), k: parseInt(t.dataset.k)});
+  // a round the page holds is shown at once
+  const shown = !!window.__rxJump && window.__rxJump(Math.max(0, parseInt(t.dataset.r)));
+  const send = () => trigger('click', {r: parseInt(t.dataset.r), k: parseInt(t.dataset.k)});
+  if (window.__rxSend) window.__rxSend(send, shown); else send();
   if (window.__rxMark) window.__rxMark(Math.max(0, parseInt(t.dataset.r)));
   const top = document.querySelector('#rx-caption');
   if (top) top.scrollIntoView({behavior: 'smooth', block: 'start'});
@@ -43,7 +45,8 @@ HEAD = f'<script defer src="{PLOTLY_ROUTE}"></script>'
 # server's answer, which again wins where it differs.
 PREFETCH_ROUNDS = 128  # rounds the page holds for jumps: ~20 KB of figure JSON each
 DRAWN_AHEAD = 24  # of them, those nearest the shown round drawn offscreen (~850 page elements each)
-PLOT_TEMPLATE = "<div class='rx-plot' style='width:100%;min-height:120px'></div>"
+# data-shown marks the figure shown: the rounds drawn ahead lie beside it, hidden (JS_PLOT)
+PLOT_TEMPLATE = "<div class='rx-plot' data-shown style='width:100%;min-height:120px'></div>"
 JS_PLOT = ("""
 const CONFIG = {responsive: true, displaylogo: false};
 const ON = 'width:100%;min-height:120px', OFF = 'position:absolute;left:-10000px;top:0;width:';
@@ -52,7 +55,7 @@ const WINDOW = __WINDOW__, PER_FETCH = __PER_FETCH__, READY = __READY__;
 const idle = window.requestIdleCallback || ((f) => setTimeout(f, 50));
 const ready = new Map();  // round -> an offscreen div with that round drawn
 let cacheKey = null;
-const div = () => element.querySelector('.rx-plot');
+const div = () => element.querySelector('.rx-plot[data-shown]');
 // purge + newPlot: a third faster than Plotly.react when every trace changes (a new round always does)
 const plot = (d, fig) => {
   window.Plotly.purge(d);
@@ -64,12 +67,16 @@ const plot = (d, fig) => {
   });
 };
 const drop = (d) => { window.Plotly.purge(d); d.remove(); };
+const afterPaint = (f) => requestAnimationFrame(() => setTimeout(f, 0));  // a timeout set in rAF: after the paint
 // keep a drawn round offscreen, at most READY: those farthest from the shown one go. Its content skipped by the
-// page's style and layout passes (content-visibility): 24 drawn rounds in them made a swap's frame 50-190 ms late
+// page's style and layout passes (content-visibility): 24 drawn rounds in them made a swap's frame 50-190 ms late.
+// Parked where it was drawn, beside the shown figure, and never moved: a div moved in the page loses its computed
+// style and layout, and showing it again restyled and laid out its ~850 elements (10-35 ms a swap here); a hidden
+// one keeps them, and only its few changed elements are restyled when it is shown
 const park = (d, width) => {
+  d.removeAttribute('data-shown');
   d.style.cssText = OFF + width + 'px;content-visibility:hidden';
-  document.body.appendChild(d);
-  if (ready.has(d.__round)) drop(ready.get(d.__round));
+  if (ready.has(d.__round) && ready.get(d.__round) !== d) drop(ready.get(d.__round));
   ready.set(d.__round, d);
   const at = window.__rxRound || 0;
   while (ready.size > READY) {
@@ -111,32 +118,34 @@ window.__rxMark = (r) => {
   box.querySelectorAll('span[data-r="' + window.__rxRound + '"]').forEach((e) => e.classList.add('cur'));
 };
 const show = (r, entry, fresh) => {
-  window.__rxMark(r);
   const host = div(), pre = fresh ? undefined : ready.get(r);
+  const width = host.clientWidth;  // read before the writes below: no layout forced in between
+  window.__rxMark(r);
   if (fresh && ready.has(r)) { drop(ready.get(r)); ready.delete(r); }
-  if (pre) {  // swap the drawn div in; the one shown goes offscreen
+  if (pre) {  // swap the drawn div in; the one shown goes offscreen, where it is
     ready.delete(r);
-    const width = host.clientWidth;
+    if (pre.parentNode !== host.parentNode) host.before(pre);  // the component redrew its template
     pre.style.cssText = ON;
-    host.replaceWith(pre);
+    pre.setAttribute('data-shown', '');  // an attribute: a class changed here restyled the whole figure
     if (host.__round !== undefined && host.__key === cacheKey) park(host, width); else drop(host);
   } else {
     plot(host, entry.fig);
     host.__round = r; host.__key = cacheKey;
   }
   caption((entry || {}).caption);
-  drawAhead();
+  afterPaint(drawAhead);  // not before this frame: an idle moment before it would start a 30-150 ms draw there
 };
 const prepare = (r) => {
   const host = div(), entry = cache.get(r);
   if (!host || !entry || ready.has(r) || host.__round === r) return;
-  const d = document.createElement('div');
+  const d = document.createElement('div'), width = host.clientWidth;
   d.className = 'rx-plot';
-  d.style.cssText = OFF + host.clientWidth + 'px';
-  document.body.appendChild(d);
+  d.style.cssText = OFF + width + 'px';
+  host.parentNode.appendChild(d);
   plot(d, entry.fig);
   d.__round = r; d.__key = cacheKey;
-  park(d, host.clientWidth);
+  void d.offsetHeight;  // its style and layout computed now, in idle time, and kept while it is hidden
+  park(d, width);
 };
 // the other rounds of a finished trace, fetched while the page is idle, nearest the shown round first; one request
 // at a time, PER_FETCH rounds each; given up once the key changes (the server answers no rounds for an old key)
@@ -166,7 +175,7 @@ const fetchAhead = (src, key, around, n) => {
   idle(next, {timeout: 1000});
 };
 // the held rounds nearest the shown one drawn offscreen, one an idle moment, so that a jump to one of them swaps
-// divs as "next" does (a draw is 30-150 ms on this 2-core machine; a swap about 10)
+// divs as "next" does (a draw is 30-150 ms on this 2-core machine; a swap 1-3)
 let ahead = null;
 const drawAhead = () => {
   if (ahead !== null) return;
@@ -194,7 +203,7 @@ const draw = () => {
   while (cache.size > WINDOW + 16) cache.delete(cache.keys().next().value);
   if (div().__round !== v.round || div().__key !== v.key || stale) show(v.round, cache.get(v.round), stale);
   // drawn ahead once this frame is painted (rAF runs before the paint, its timeout after it)
-  if (v.next) requestAnimationFrame(() => setTimeout(() => prepare(v.next.round), 0));
+  if (v.next) afterPaint(() => prepare(v.next.round));
   if (v.src && v.n > 1) fetchAhead(v.src, v.key, v.round, v.n);
   drawAhead();
 };
@@ -203,31 +212,82 @@ draw();
 // next / prev: show a neighbour at once (capture phase: before Gradio sends the call)
 const step = (delta) => {
   const d = div();
-  if (!d || d.__round === undefined || d.__key !== cacheKey) return;
+  if (!d || d.__round === undefined || d.__key !== cacheKey) return false;
   const r = d.__round + delta;
-  if (ready.has(r) || cache.has(r)) show(r, cache.get(r));
+  if (!ready.has(r) && !cache.has(r)) return false;
+  show(r, cache.get(r));
+  return true;
 };
 // a jump (the slider, its number box, a token, a timeline bar): a round the page holds is shown at once, in the
 // event, before Gradio sends the call
 const jump = (r) => {
   const d = div();
-  if (window.__rxNoCache || !d || d.__key !== cacheKey || !(r >= 0) || d.__round === r) return;
-  if (ready.has(r) || cache.has(r)) show(r, cache.get(r));
+  if (window.__rxNoCache || !d || d.__key !== cacheKey || !(r >= 0) || d.__round === r) return false;
+  if (!ready.has(r) && !cache.has(r)) return false;
+  show(r, cache.get(r));
+  return true;
 };
+// Gradio's own work for the event that asked for a round the page has just shown (its loading statuses copy every
+// output's props: 5 ms for "next", 17-30 ms for the slider on this 2-core machine) waits until the frame showing the
+// round is painted, so that it no longer holds that frame back: replayed then, in order; any later click or input
+// on the page replays those held first, so Gradio and the server see the events in the order they came
+const held = [];
+let replaying = false;
+const flush = () => {
+  while (held.length) {
+    replaying = true;
+    try { held.shift()(); } finally { replaying = false; }
+  }
+};
+const later = (f) => {
+  held.push(f);
+  // the plain timeout, should no frame come (a page in the background)
+  if (held.length === 1) { afterPaint(flush); setTimeout(flush, 250); }
+};
+// send(f, shown): Gradio's part of a round switch, held past the paint when the page showed the round itself
+window.__rxSend = (f, shown) => { if (shown) later(f); else { flush(); f(); } };
 // (window.__rxNoCache = true turns this off, to measure the server's path: test_app_browser.py)
 window.__rxJump = jump;
 window.__rxHeld = () => (cacheKey === null ? [] : [...cache.keys()]);  // the rounds the page can draw at once
 window.__rxDrawn = () => [...ready.keys()];  // those of them drawn ahead
 if (!window.__rxNavBound) {  // on the document: the buttons may mount after this component
   window.__rxNavBound = true;
+  // capture phase on the document: before Gradio's listeners, which stopPropagation keeps from the event until its
+  // replay (other listeners on the document still see it)
   document.addEventListener('input', (e) => {
+    if (replaying) return;
+    flush();
     const t = e.target;
-    if (t && t.closest && t.closest('#rx-slider') && t.tagName === 'INPUT' && t.value !== '')
-      window.__rxJump && window.__rxJump(Number(t.value));
+    if (!(t && t.closest && t.closest('#rx-slider') && t.tagName === 'INPUT' && t.value !== '')) return;
+    if (!(window.__rxJump && window.__rxJump(Number(t.value)))) return;
+    // the slider's other half (number box, range) shows the round in this frame too, as Gradio's binding would
+    const range = t.closest('#rx-slider')
+      .querySelector(t.type === 'range' ? 'input[type=number]' : 'input[type=range]');
+    if (range && range.type === 'range') {
+      const lo = Number(range.min), hi = Number(range.max);
+      range.value = t.value;
+      range.style.setProperty('--range_progress', `${hi > lo ? (Number(t.value) - lo) / (hi - lo) * 100 : 0}%`);
+    } else if (range) range.value = t.value;
+    e.stopPropagation();
+    // replayed on the control as it is then (Gradio may have redrawn the slider meanwhile), with this event's value
+    const v = t.value, sel = `#rx-slider input[type=${t.type}]`;
+    later(() => {
+      const el = document.querySelector(sel) || t;
+      if (el.value !== v) el.value = v;
+      el.dispatchEvent(new Event('input', {bubbles: true}));
+    });
   }, true);
+  // the slider's own blur and pointerup send its value too: the input held before them goes first
+  for (const kind of ['blur', 'focusout', 'pointerup'])
+    document.addEventListener(kind, () => { if (!replaying) flush(); }, true);
   document.addEventListener('click', (e) => {
+    if (replaying) return;
+    flush();
     const b = e.target.closest && e.target.closest('#rx-next, #rx-prev');
-    if (b && !window.__rxNoCache) step(b.id === 'rx-next' ? 1 : -1);
+    if (b && !window.__rxNoCache && step(b.id === 'rx-next' ? 1 : -1)) {
+      e.stopPropagation();
+      later(() => (document.getElementById(b.id) || b).click());
+    }
     // stepping through a round: its sentence at the top of the screen, the figure under it
     if (e.target.closest && e.target.closest('#rx-phase-next, #rx-phase-prev')) {
       const cap = document.querySelector('#rx-caption');
@@ -277,8 +337,9 @@ const draw = () => {
       d.on('plotly_click', (ev) => {
         const p = ev && ev.points && ev.points[0];
         if (!p) return;
-        if (window.__rxJump) window.__rxJump(Math.round(p.x));  // a round the page holds: at once
-        trigger('click', {round: Math.round(p.x)});
+        const shown = !!window.__rxJump && window.__rxJump(Math.round(p.x));  // a round the page holds: at once
+        const send = () => trigger('click', {round: Math.round(p.x)});
+        if (window.__rxSend) window.__rxSend(send, shown); else send();
       });
     }
   });

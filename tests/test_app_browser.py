@@ -105,7 +105,7 @@ class Watched:
 
 
 # Round i+1's figure drawn ahead, offscreen (app.page JS_PLOT's prepare), once the server's answer for round i came.
-JS_DRAWN_AHEAD = """i => [...document.querySelectorAll('body > .rx-plot .gtitle')]
+JS_DRAWN_AHEAD = """i => [...document.querySelectorAll('#rx-round-plot .rx-plot:not([data-shown]) .gtitle')]
     .some(t => t.textContent.startsWith('round ' + (i + 1) + ' '))"""
 # Click #rx-next and wait for round i's figure in the page; returns the milliseconds, timed in the page.
 JS_TIMED_NEXT = """async (i) => {
@@ -113,7 +113,7 @@ JS_TIMED_NEXT = """async (i) => {
     document.querySelector('#rx-next').click();
     await new Promise((done, fail) => {
       const check = () => {
-        const title = document.querySelector('#rx-round-plot .gtitle')?.textContent || '';
+        const title = document.querySelector('#rx-round-plot [data-shown] .gtitle')?.textContent || '';
         if (title.startsWith('round ' + i + ' ')) done();
         else if (performance.now() - t0 > 20000) fail(new Error('round ' + i + ' not drawn'));
         else requestAnimationFrame(check);
@@ -155,7 +155,7 @@ def test_run_stream_inspect_in_browser(app, browser):
     pg = w.page
     # the example trace (embedded model) is shown before anything runs
     if list((REPO / "assets" / "traces").glob("*.json")):
-        pg.wait_for_selector("#rx-round-plot .js-plotly-plot", timeout=30000)
+        pg.wait_for_selector("#rx-round-plot .js-plotly-plot[data-shown]", timeout=30000)
     w.wait_model(app)
     # text streams: count the text view's updates during the run
     pg.evaluate("""() => { window.__textUpdates = 0;
@@ -166,13 +166,17 @@ def test_run_stream_inspect_in_browser(app, browser):
     assert pg.evaluate("() => window.__textUpdates") >= 2, "the text should stream while the run goes"
     n_spans = pg.locator("#rx-text-box span[data-r]").count()
     assert n_spans >= 2
-    assert pg.locator("#rx-round-plot .js-plotly-plot").count() == 1
+    # one round figure shown: the rounds drawn ahead beside it are hidden (content-visibility), this one is not
+    shown = pg.evaluate("""() => [...document.querySelectorAll('#rx-round-plot .rx-plot')]
+        .filter(e => getComputedStyle(e).contentVisibility !== 'hidden' && e.getBoundingClientRect().left >= 0)
+        .map(e => e.hasAttribute('data-shown') && e.classList.contains('js-plotly-plot'))""")
+    assert shown == [True], shown
     assert pg.locator("#rx-timeline .js-plotly-plot").count() == 1
     # plotly.js comes from the app's own route; no URL in the page names a path on the server
     srcs = pg.evaluate("() => [...document.scripts].map(s => s.src).filter(Boolean)")
     assert any(s.endswith("/rx/plotly.min.js") for s in srcs), srcs
     assert not [s for s in srcs if "site-packages" in s or "file=" in s], srcs
-    assert pg.locator("#rx-round-plot .js-plotly-plot .heatmaplayer, #rx-round-plot .js-plotly-plot .hm").count() >= 1
+    assert pg.locator("#rx-round-plot .js-plotly-plot[data-shown] .heatmaplayer, #rx-round-plot .js-plotly-plot[data-shown] .hm").count() >= 1
     m = re.search(r"rounds 0–(\d+)", w.caption())
     assert m, w.caption()
     last = int(m.group(1))
@@ -222,7 +226,7 @@ def test_run_stream_inspect_in_browser(app, browser):
     pg.wait_for_function(JS_DRAWN_AHEAD, arg=0, timeout=20000)
     pg.click("#rx-next")
     w.wait_round(1)
-    assert pg.locator("#rx-round-plot .gtitle").text_content().startswith("round 1 ")
+    assert pg.locator("#rx-round-plot [data-shown] .gtitle").text_content().startswith("round 1 ")
     assert pg.locator("#rx-caption").inner_text().count("Round 1 ") == 1  # one caption, not two
 
     # Compare: a dflash run side by side, each with the other's assembly replayed on its rounds
@@ -273,12 +277,12 @@ def test_hostile_token_text_stays_text(app, browser, tmp_path):
         save_trace(path, trace)
         pg.set_input_files("input[data-testid='Load trace-upload-button']", str(path))
         pg.wait_for_function(  # literal, whole or cut to its cell's width (app.tokentext.tok_fit)
-            """t => [...document.querySelectorAll('#rx-round-plot text')].some(e => e.textContent === t
+            """t => [...document.querySelectorAll('#rx-round-plot [data-shown] text')].some(e => e.textContent === t
                    || (e.textContent.length >= 3 && e.textContent.endsWith('…') && t.startsWith(e.textContent.slice(0, -1))))""",
             arg=piece, timeout=30000)
         box = pg.locator("#rx-text-box")
         assert box.locator("script, img, b, a, br, sup, span[style]").count() == 0
-        plot = pg.locator("#rx-round-plot .js-plotly-plot")
+        plot = pg.locator("#rx-round-plot .js-plotly-plot[data-shown]")
         assert plot.locator("svg a, text b, text a, text sup").count() == 0  # no Plotly markup from a token
         pg.wait_for_function("t => (document.querySelector('#rx-text-box')?.innerText || '').includes(t)",
                              arg=piece, timeout=30000)  # the text view shows the piece literally

@@ -81,11 +81,12 @@ class PageProbe:
 
 
 def switch_times(w: Watched, start: int, count: int) -> list[float]:
-    """ms per #rx-next click from round `start` (already shown) to the next round's figure drawn."""
+    """ms per #rx-next click from round `start` (already shown) to the next round's figure drawn. Each click waits
+    for the server's answer to the last (Watched.wait_round): a click sent while that call is out is dropped."""
     out = []
     for i in range(start + 1, start + count + 1):
         out.append(round(w.page.evaluate(JS_TIMED_NEXT, i), 1))
-        w.wait_caption(f"Round {i} ")
+        w.wait_round(i)
     return out
 
 

@@ -75,8 +75,8 @@ def run(pg, prompt: str, max_new: int = 12) -> None:
 
 def wait_figure(pg, r: int | None = None) -> None:
     """The round figure is drawn (for round r when given): its grid names g(0) and its title the round."""
-    pg.wait_for_function("""r => { const t = document.querySelector('#rx-round-plot .gtitle')?.textContent || '';
-        return [...document.querySelectorAll('#rx-round-plot .ytick text')].some(e => e.textContent === 'g(0)')
+    pg.wait_for_function("""r => { const t = document.querySelector('#rx-round-plot [data-shown] .gtitle')?.textContent || '';
+        return [...document.querySelectorAll('#rx-round-plot [data-shown] .ytick text')].some(e => e.textContent === 'g(0)')
             && (r === null || t.startsWith('round ' + r + ' ')); }""", arg=r, timeout=60000)
 
 
@@ -114,7 +114,7 @@ def test_first_view_is_the_most_instructive_round(page):
     for mark in ("accepted cell", "matching site", "chosen site", "also attached (rule all)", "native position",
                  "g(d) ✗ why"):
         assert mark in legend, mark
-    labels = page.evaluate("() => [...document.querySelectorAll('#rx-round-plot .ytick text')].map(e => e.textContent)")
+    labels = page.evaluate("() => [...document.querySelectorAll('#rx-round-plot [data-shown] .ytick text')].map(e => e.textContent)")
     rows = [t for t in labels if t != "g(0)" and t.startswith("g(")]  # the strip above g(0) and the fold aside
     assert "g(0)" in labels and rows and all(re.match(r"g\(\d+\) (at \d+|✗ )", t) for t in rows), labels
     assert all(re.match(r"✗ \d+ .+ [▸▾]$", t) for t in labels if t.startswith("✗")), labels
@@ -220,7 +220,7 @@ def test_analyses_are_the_papers_tables_with_a_way_back(page):
 # Pairs of labels in one row of the round figure (grid cells; trie labels) whose boxes overlap: one position apart,
 # labels cut to fit a 1024 px page must not run into each other.
 JS_LABEL_OVERLAPS = """() => {
-  const plot = document.querySelector('#rx-round-plot .js-plotly-plot');
+  const plot = document.querySelector('#rx-round-plot .js-plotly-plot[data-shown]');
   const bad = [];
   const rows = (sel, key) => { const m = new Map();
     [...plot.querySelectorAll(sel)].filter(t => t.textContent).forEach(t => {
