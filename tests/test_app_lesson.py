@@ -421,7 +421,10 @@ def test_a_jump_draws_a_round_the_page_fetched_while_the_server_waits(page):
     for how, i in (("next", n - 2), ("box", 3)):
         page.wait_for_function("i => window.__rxDrawn().includes(i)", arg=i, timeout=30000)
         got = page.evaluate(JS_SWITCH_REACHES, [how, i])
-        assert got == {"shown": True, "inEvent": 0, "atFrame": 0, "reached": 1}, (how, got)
+        # (a typed jump's input goes on to Gradio in the event: only "next" is held past the paint)
+        want = {"shown": True, "inEvent": 0, "atFrame": 0, "reached": 1} if how == "next" else \
+            {"shown": True, "inEvent": 1, "atFrame": 1, "reached": 1}
+        assert got == want, (how, got)
         page.wait_for_function(JS_ROUND_SETTLED, arg=i, timeout=20000)
         page.wait_for_function("i => (document.querySelector('#rx-round-plot [data-shown] .gtitle')?.textContent || '')"
                                ".startsWith('round ' + i + ' ')", arg=i, timeout=20000)
