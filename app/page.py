@@ -271,7 +271,7 @@ if (!window.__rxNavBound) {  // on the document: the buttons may mount after thi
     // the event goes on to Gradio now, not held past the paint as "next" is: a held and replayed slider input was
     // lost now and then (a typed jump that never settled: tests/test_app_lesson.py, 2 full runs in 6 here)
   }, true);
-  // the slider's own blur and pointerup send its value too: the input held before them goes first
+  // the slider's own blur and pointerup send its value too: a held next/prev or token jump goes before them
   for (const kind of ['blur', 'focusout', 'pointerup'])
     document.addEventListener(kind, () => { if (!replaying) flush(); }, true);
   document.addEventListener('click', (e) => {
