@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import operator
 import random
 from dataclasses import dataclass, field
 
@@ -76,44 +77,54 @@ def best_first(anchor: int, sources: list[Source], budget: int, max_depth: int, 
     position instead of the drafter's log q; a node's score is then the log of its path's estimated
     acceptance. Both never grow along a path, so parents still precede children."""
     tree = Tree([anchor], [-1], [0], [0.0], [0], [0], [0.0], [[]])
+    tokens, parents, depths, scores, owner, ranks, logq, also = (
+        tree.tokens, tree.parents, tree.depths, tree.scores, tree.sources, tree.ranks, tree.logq, tree.also)
+    merge = len(sources) > 1                     # one source: a position's tokens differ, no two pops meet
     kids: dict[tuple[int, int], int] = {}
     heap: list[tuple] = []
     waiting: dict[int, list[int]] = {}           # site depth -> shifted sources hanging there
     chain = {0: 0}                               # depth -> node of g(0)'s rank-0 prefix
+    tops, sites, ds = [src.top for src in sources], [src.site for src in sources], [src.d for src in sources]
+    push_ = heapq.heappush
 
     def push(i: int, pos: int, rank: int, parent: int, base: float) -> None:
-        src = sources[i]
-        depth = src.site + pos + 1
-        if pos < len(src.top) and rank < len(src.top[pos]) and depth <= max_depth:
-            lq = src.top[pos][rank][1]
-            v = lq if ranker is None else ranker.log_accept(src.d, rank, depth, lq)
+        top, depth = tops[i], sites[i] + pos + 1
+        if pos < len(top) and rank < len(top[pos]) and depth <= max_depth:
+            lq = top[pos][rank][1]
+            v = lq if ranker is None else ranker.log_accept(ds[i], rank, depth, lq)
             # best score first; ties: baseline before shifted, shallow first, then rank (deterministic)
-            heapq.heappush(heap, (-(base + v), i, depth, rank, parent, pos, base, v))
+            push_(heap, (-(base + v), i, depth, rank, parent, pos, base, v))
 
     for i, src in enumerate(sources[1:], start=1):
         waiting.setdefault(src.site, []).append(i)
     push(0, 0, 0, 0, 0.0)
     for i in waiting.pop(0, []):                 # shifted blocks attached at the anchor itself
         push(i, 0, 0, 0, 0.0)
-    added = 0
+    added, pop = 0, heapq.heappop
     while heap and added < budget:
-        _, i, depth, rank, parent, pos, base, v = heapq.heappop(heap)
-        tok, lq = sources[i].top[pos][rank]
-        node = kids.get((parent, tok))
+        _, i, depth, rank, parent, pos, base, v = pop(heap)
+        tok, lq = tops[i][pos][rank]
+        node = kids.get((parent, tok)) if merge else None
         if node is None:
-            node = kids[(parent, tok)] = len(tree.tokens)
-            for lst, x in ((tree.tokens, tok), (tree.parents, parent), (tree.depths, depth),
-                           (tree.scores, base + v), (tree.sources, i), (tree.ranks, rank), (tree.logq, lq),
-                           (tree.also, [])):
-                lst.append(x)
+            node = len(tokens)
+            if merge:
+                kids[(parent, tok)] = node
+            tokens.append(tok)
+            parents.append(parent)
+            depths.append(depth)
+            scores.append(base + v)
+            owner.append(i)
+            ranks.append(rank)
+            logq.append(lq)
+            also.append([])
             added += 1
-        elif i != tree.sources[node] and i not in tree.also[node]:
-            tree.also[node].append(i)
+        elif i != owner[node] and i not in also[node]:
+            also[node].append(i)
         # the baseline's rank-0 chain goes on through its node even where another block made it first
-        if i == 0 and rank == 0 and depth not in chain and chain.get(depth - 1) == parent:
+        if merge and i == 0 and rank == 0 and depth not in chain and chain.get(depth - 1) == parent:
             chain[depth] = node
             for j in waiting.pop(depth, []):
-                push(j, 0, 0, node, tree.scores[node])
+                push(j, 0, 0, node, scores[node])
         push(i, pos, rank + 1, parent, base)     # next sibling
         push(i, pos + 1, 0, node, base + v)      # first child
     return tree
@@ -126,33 +137,39 @@ def as_trie(tree: Tree) -> tuple[Trie, list[int]]:
     nodes are numbered as build_trie numbers them for those paths: depth-first preorder. In preorder a
     node's subtree is the next `size` nodes, so the paths through it are a run of leaves: its provenance is
     a range (one pass, where walking every leaf's path up cost a round's tree as much as growing it)."""
-    children: dict[int, list[int]] = {}
-    for i in range(1, len(tree)):
-        children.setdefault(tree.parents[i], []).append(i)
+    n, tp, sc = len(tree), tree.parents, tree.scores
+    children: list[list[int]] = [[] for _ in range(n)]
+    for i in range(1, n):
+        children[tp[i]].append(i)
+    # a node's children in insertion order are in score order already where scores fall along the
+    # insertion order (one source ranked by the drafter: the heap pops them so); sort only otherwise
+    if not all(map(operator.ge, sc[1:], sc[2:])):
+        for kids in children:
+            if len(kids) > 1:
+                kids.sort(key=lambda c: -sc[c])     # stable: ties keep the older node first
     tokens, parents, depths, of, path_nodes, before = [], [], [], [], [], []
+    tt, td = tree.tokens, tree.depths
     stack = [(0, -1, ())]
     while stack:
-        n, parent, up = stack.pop()
+        node, parent, up = stack.pop()
         k = len(of)
-        of.append(n)
-        tokens.append(tree.tokens[n])
+        of.append(node)
+        tokens.append(tt[node])
         parents.append(parent)
-        depths.append(tree.depths[n])
+        depths.append(td[node])
         before.append(len(path_nodes))           # leaves before node k in preorder
         along = up + (k,)
-        kids = children.get(n)
-        if kids is None:
-            path_nodes.append(list(along))
+        kids = children[node]
+        if kids:
+            stack.extend([(c, k, along) for c in reversed(kids)])
         else:
-            if len(kids) > 1:
-                kids = sorted(kids, key=lambda c: -tree.scores[c])
-            stack.extend((c, k, along) for c in reversed(kids))
+            path_nodes.append(list(along))
     size = [1] * len(of)
     for k in range(len(of) - 1, 0, -1):          # parents precede children
         size[parents[k]] += size[k]
     before.append(len(path_nodes))
     provenance = [list(range(before[k], before[k + size[k]])) for k in range(len(of))]
-    return Trie(tokens, parents, depths, provenance, path_nodes, [True] * len(path_nodes)), of
+    return Trie(tokens, parents, depths, provenance, path_nodes, [True] * len(path_nodes), size), of
 
 
 def tree_proposal(baseline: list[int], shifted: dict[int, list[int]], ranked: list[list[list[tuple[int, float]]]],

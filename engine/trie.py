@@ -17,6 +17,9 @@ class Trie:
     # trust its draws' laws): it had room for all of them even had every one been new, or it is the
     # first path (all its tokens are new: a node cap cuts it at a fixed depth)
     whole: list[bool] = field(default_factory=list)
+    # subtree sizes when the nodes are numbered in depth-first preorder (node j's subtree is nodes
+    # j .. j + sizes[j] - 1: a tree round's trie, tree.as_trie); None otherwise
+    sizes: list[int] | None = None
 
     def __len__(self) -> int:
         return len(self.tokens)
@@ -32,7 +35,7 @@ def build_trie(paths: list[list[int]], max_nodes: int | None = None) -> Trie:
     if len(paths) == 1:  # one path (a chain mode's baseline alone): a chain, no merging to do
         n = len(paths[0]) if max_nodes is None else max(1, min(len(paths[0]), max_nodes))
         return Trie(list(paths[0][:n]), list(range(-1, n - 1)), list(range(n)), [[0] for _ in range(n)],
-                    [list(range(n))], [True])
+                    [list(range(n))], [True], list(range(n, 0, -1)))
     trie = Trie([root], [-1], [0], [[]])
     children: dict[tuple[int, int], int] = {}
     for i, path in enumerate(paths):
@@ -65,10 +68,20 @@ def accept(trie: Trie, next_token: Callable[[int], int]) -> tuple[list[int], int
 
     Each accepted token is what the target itself would emit under its verified prefix: lossless.
     """
+    node, chain, tokens = 0, [0], trie.tokens
+    if trie.sizes is not None:  # preorder: node k's children are k + 1, then each after its sibling's subtree
+        size = trie.sizes
+        while True:
+            y, c, end = next_token(node), node + 1, node + size[node]
+            while c < end and tokens[c] != y:
+                c += size[c]
+            if c >= end:
+                return chain, y
+            node = c
+            chain.append(node)
     kids: dict[int, dict[int, int]] = {}
     for i, p in enumerate(trie.parents[1:], start=1):
-        kids.setdefault(p, {}).setdefault(trie.tokens[i], i)
-    node, chain = 0, [0]
+        kids.setdefault(p, {}).setdefault(tokens[i], i)
     while True:
         y = next_token(node)
         child = kids.get(node, {}).get(y)

@@ -63,6 +63,28 @@ def test_reference_section_and_stage_times(tiny_dirs):
     assert "## Where a round's time goes" in report
 
 
+def test_reference_one_side_counts_one_pass(tiny_dirs, capsys):
+    """--one: one side alone, a warm-up pass and a counted one; it prints the counted pass's rounds (what an
+    instruction count is divided by): for the engine, the rounds of its own runs on the same prompts."""
+    from engine.bench import reference
+    from engine.decode import DecodeConfig, Engine
+    from engine.models import load_models
+    _, target, drafter, _ = tiny_dirs
+    texts = [p["prompt"] for p in PROMPTS]
+    args = ["--target", str(target), "--drafter", str(drafter), "--modes", "dflash", "--max-new-tokens", "12"]
+    args += [x for t in texts for x in ("--prompt", t)]
+    eng = Engine(load_models(str(target), str(drafter)), draft_head_dtype=None)
+    cfg = DecodeConfig(mode="dflash", max_new_tokens=12, ignore_eos=True)
+    want = sum(len(list(eng.run(eng.encode_prompt(t), cfg))) for t in texts)
+    assert reference.main(args + ["--one", "engine"]) == 0
+    assert capsys.readouterr().out.split() == ["rounds", str(want)]
+    assert reference.main(args + ["--one", "reference"]) == 0
+    out = capsys.readouterr().out.split()
+    assert out[0] == "rounds" and int(out[1]) > 0
+    with pytest.raises(SystemExit):   # one mode only: a count per round of two modes would mix them
+        reference.main(args[:4] + ["--modes", "dflash,ddtree", "--one", "engine"])
+
+
 def test_outputs(bench_out):
     res = json.loads((bench_out / "results.json").read_text())
     labels = ["ar", "dflash", "shifted-fixed", "reanchor", "reanchor-all", "in-block", "extension", "ddtree",

@@ -1,10 +1,12 @@
 """Attachment, trie merge, tree mask and acceptance: pure functions, no model."""
 import random
+from dataclasses import replace
 
 import torch
 
 from engine.attach import assemble, attach, choose_sites, match_sites
 from engine.decode.engine import TreeMask, additive, tree_mask
+from engine.tree import Source, as_trie, best_first
 from engine.trie import accept, build_trie, retained_path
 
 BASE = [5, 7, 9, 7, 3, 8]  # anchor 5; token 7 at baseline indices 1 and 3
@@ -76,6 +78,41 @@ def test_tree_mask_buffer_equals_a_fresh_mask_every_round():
         fresh = additive(torch.cat([torch.ones(len(parents), s, dtype=torch.bool), tree_mask(parents, depth)], 1),
                          torch.float32)
         assert torch.equal(buf.mask(parents, s, torch.float32, "cpu"), fresh), (s, parents)
+
+
+def test_tree_mask_of_a_preorder_trie_equals_the_row_by_row_one():
+    # a tree round's trie (tree.as_trie) is numbered in preorder and carries its subtree sizes: the mask is
+    # then read from intervals; random trees of one to three sources, with merges, against the fresh mask
+    rng = random.Random(0)
+    buf = TreeMask()
+    for t in range(600):
+        def top(n):
+            return [list(zip(rng.sample(range(20), 4), sorted((-3 * rng.random() for _ in range(4)), reverse=True)))
+                    for _ in range(n)]
+        sources = [Source(0, 0, top(rng.randint(2, 8)))] + [Source(d, rng.randint(0, 2), top(rng.randint(1, 5)))
+                                                             for d in range(1, rng.randint(1, 3))]
+        trie, _ = as_trie(best_first(1, sources, rng.randint(1, 40), 10))
+        parents, s = trie.parents, rng.randint(0, 700)
+        if all(p == i - 1 for i, p in enumerate(parents)):
+            continue  # a chain: TreeMask.chain
+        depth = max(trie.depths)
+        fresh = additive(torch.cat([torch.ones(len(parents), s, dtype=torch.bool), tree_mask(parents, depth)], 1),
+                         torch.float32)
+        assert torch.equal(buf.mask(parents, s, torch.float32, "cpu", trie.sizes), fresh), (t, parents)
+
+
+def test_accept_on_a_preorder_trie_walks_as_on_any_trie():
+    # a tree round's trie (tree.as_trie, preorder, with subtree sizes) is walked through its sizes: the same
+    # chain and bonus as the walk over a child map, for targets that follow the tree for a while
+    rng = random.Random(1)
+    for t in range(600):
+        sources = [Source(0, 0, [list(zip(rng.sample(range(6), 4), sorted((-3 * rng.random() for _ in range(4)),
+                                                                            reverse=True))) for _ in range(6)])]
+        trie, _ = as_trie(best_first(1, sources, rng.randint(1, 30), 8))
+        follow = {k: trie.tokens[rng.choice([c for c, p in enumerate(trie.parents) if p == k] or [0])]
+                  if rng.random() < 0.8 else rng.randrange(6) for k in range(len(trie))}
+        plain = replace(trie, sizes=None)
+        assert trie.sizes is not None and accept(trie, follow.__getitem__) == accept(plain, follow.__getitem__), t
 
 
 def _chain(parents, i):

@@ -14,6 +14,14 @@ per-round time of each and their ratio, and checks, round by round at the same a
 tokens agree and (ddtree) that both verified the same tree: the same set of root-to-node token paths. Only
 rounds that draft a full block count for trees: the engine's last rounds shrink the block to what
 max_new_tokens leaves, the reference drafts a full block and cuts the output afterwards (docs/performance.md).
+
+A shared machine's clock can move more than the difference it is asked about. `--one engine` (or `reference`)
+runs one side alone, a warm-up pass and then one counted pass, for an instruction counter that does not move:
+
+    valgrind --tool=callgrind --instr-atstart=no python -m engine.bench.reference --one engine --modes ddtree ...
+
+counts only the second pass (the module switches callgrind on and off around it); it prints the pass's rounds,
+by which to divide callgrind's "Collected" total.
 """
 from __future__ import annotations
 
@@ -21,7 +29,10 @@ import argparse
 import contextlib
 import importlib
 import importlib.util
+import os
+import shutil
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -269,6 +280,26 @@ def reference_section(eng, prompts: list[tuple[str, list[int]]], modes: list[str
     return out
 
 
+def one_pass(side: str, eng, prompts: list[tuple[str, list[int]]], mode: str, max_new_tokens: int,
+             ddtree=None) -> int:
+    """`--one`: a warm-up pass of one side over the prompts, then one pass with callgrind's counting switched on
+    (a no-op outside callgrind); the counted pass's rounds."""
+    def go() -> int:
+        run = (lambda ids: engine_run(eng, ids, mode, max_new_tokens)) if side == "engine" else \
+            (lambda ids: reference_run(mode, eng.models, ids, max_new_tokens, ddtree))
+        return sum(run(ids)["rounds"] for _, ids in prompts)
+
+    def counting(state: str) -> None:
+        if shutil.which("callgrind_control"):
+            subprocess.run(["callgrind_control", "-i", state, str(os.getpid())], capture_output=True)
+
+    go()
+    counting("on")
+    rounds = go()
+    counting("off")
+    return rounds
+
+
 def section_markdown(sec: dict) -> str:
     """The report's section: per mode the engine's time per round against the authors' loop, and fidelity."""
     lines = ["## The engine beside the reference loops", "",
@@ -315,11 +346,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     p.add_argument("--json", default=None, help="also write the figures to this JSON file")
+    p.add_argument("--one", choices=("engine", "reference"), default=None,
+                   help="one side alone, one counted pass (for callgrind; one mode)")
     a = p.parse_args(argv)
     if a.threads:
         import torch
         torch.set_num_threads(a.threads)
     modes = parse_csv(a.modes, MODES, "modes")
+    if a.one and len(modes) != 1:   # a count per round of two modes would mix them
+        p.error("--one: name one mode (--modes dflash or --modes ddtree)")
     ddtree = load_ddtree(a.ddtree) if "ddtree" in modes else None
     eng = Engine(models_from_args(a), draft_head_dtype=None)  # fp32 drafts, as the references draft
     if a.prompt:
@@ -327,6 +362,11 @@ def main(argv: list[str] | None = None) -> int:
     else:
         prompts = [(f"{s}/{r['id']}", eng.encode_prompt(r["prompt"]))
                    for s in parse_csv(a.sets, tuple(SETS), "sets") for r in load_set(s)[: a.n]]
+    if a.one:
+        if modes[0] == "ddtree" and ddtree is None:
+            p.error("--one: ddtree needs DDTree's checkout (--ddtree PATH)")
+        print(f"rounds {one_pass(a.one, eng, prompts, modes[0], a.max_new_tokens, ddtree)}")
+        return 0
     sec = reference_section(eng, prompts, modes, a.max_new_tokens, a.repeats, ddtree,
                             log=lambda s: print(s, file=sys.stderr))
     print(section_markdown(sec))
