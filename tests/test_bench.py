@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -55,6 +56,8 @@ def test_reference_section_and_stage_times(tiny_dirs):
     ref = res["reference"]["dflash"]
     assert ref["runs"] == 2 and ref["engine_ms_per_round"] > 0 and ref["reference_ms_per_round"] > 0
     assert ref["ratio"] == pytest.approx(ref["engine_ms_per_round"] / ref["reference_ms_per_round"], rel=0.01)
+    assert len(ref["pairs_ms"]) == ref["runs"]
+    assert ref["pair_ratio"] == pytest.approx(statistics.median(e / r for e, r in ref["pairs_ms"]), rel=0.01)
     assert [f["same_tokens"] for f in ref["fidelity"]] == [True, True]
     assert all(f["same_accepted"] == f["aligned"] == f["rounds"] > 0 for f in ref["fidelity"])
     assert all(list(r["stages_ms"]) == list(STAGES) for r in res["runs"])

@@ -19,11 +19,14 @@ def test_compaction_equals_recomputed_prefix():
         trie = build_trie([[5, 6, 7], [5, 4, 7], [5, 6, 4]])
         eng.verify(trie, s, cache)
         chain = [0, 3, 4]
+        before = [layer.keys.data_ptr() for layer in cache.layers]
         Engine.compact(cache, s, chain)
         kept = [trie.tokens[n] for n in chain]
         ref = DynamicCache()
         m.target(input_ids=torch.tensor([prefix + kept]), past_key_values=ref, use_cache=True)
     assert cache.get_seq_length() == s + len(chain)
+    # only the round's tail moved: the prefix was not copied into a new tensor
+    assert [layer.keys.data_ptr() for layer in cache.layers] == before
     for got, want in zip(cache.layers, ref.layers):
         torch.testing.assert_close(got.keys, want.keys, rtol=1e-5, atol=1e-5)
         torch.testing.assert_close(got.values, want.values, rtol=1e-5, atol=1e-5)

@@ -183,3 +183,19 @@ def test_sampled_drafts_carry_their_laws(monkeypatch):
                     got = law_of(d, j)   # a laws.Law: the row, and the value looked up before the walk
                     torch.testing.assert_close(got.row(), law[j - 1], rtol=1e-4, atol=1e-6)
                     assert got.known == {toks[j]: pytest.approx(float(law[j - 1, toks[j]]), rel=1e-4)}
+
+
+@pytest.mark.parametrize("field,value", [(None, None), ("output_multiplier", 3.0), ("final_logit_softcapping", 0.5)])
+def test_draft_logits_are_the_drafters_compute_logits(field, value):
+    """variants.draft_logits skips compute_logits' scaling only where the drafter scales and caps nothing."""
+    from engine.models.variants import draft_logits
+    m = tiny_models("qwen3", 0)
+    d = m.drafter
+    if field:
+        d.config.dflash_config[field] = value
+    h = torch.randn(2, 3, d.config.hidden_size, generator=torch.Generator().manual_seed(0))
+    head = m.target.get_output_embeddings()
+    with torch.no_grad():
+        got = draft_logits(d, h, head)
+        assert torch.equal(got, d.compute_logits(h, head))
+        assert torch.equal(got, head(h)) == (field is None)   # the setting changes the logits

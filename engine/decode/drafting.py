@@ -22,7 +22,7 @@ from typing import Callable, Protocol
 
 import torch
 
-from ..models.variants import Proposal, draw
+from ..models.variants import Proposal, draft_logits, draw
 from ..tree import head_logq, path_scores
 
 
@@ -61,7 +61,7 @@ class SequentialHead(Protocol):
 
 
 def _dflash(drafter, hidden, head, T: float, gen, argmax: bool) -> Proposal:
-    logits = drafter.compute_logits(hidden, head).float()
+    logits = draft_logits(drafter, hidden, head).float()
     toks, probs = draw(logits, T, gen, argmax)
     return Proposal(toks, logits, probs, argmax=probs is None)
 
@@ -90,7 +90,7 @@ def _dflash2(drafter, hidden, anchors, head, T: float, gen, argmax: bool) -> Pro
     """The package's selector: tokens chosen among each position's top-k given the previous token;
     its q (the law given that token) is over those k candidates, scattered back onto the vocabulary
     here. It samples with the global RNG, seeded from the run's generator."""
-    logits = drafter.compute_logits(hidden, head).float()
+    logits = draft_logits(drafter, hidden, head).float()
     T = 0.0 if argmax else T
     with _global_rng_from(gen) if T > 0 else nullcontext():
         toks, candidates, q = drafter.candidate_selector.select(hidden, logits, anchors, T)
@@ -149,6 +149,10 @@ def node_facts(drafts: Drafts, trie, paths, offsets: list[int]) -> dict[str, lis
     of log c (the head's estimate that the path survives: every chain node is its row's drafted token).
     The anchor gets block 0, rank 0, probability 1. One pass over the vocabulary per node (its
     log-softmax), and a second for the rank unless the drafts are their logits' argmax (rank 0)."""
+    n = len(trie) - 1
+    if n and not offsets and drafts.argmax and drafts.confidence is None and trie.depths[-1] == n:
+        # g(0) alone and a chain (a node at depth n has n ancestors): node k is g(0)[k] (a dflash round)
+        return _argmax_chain_facts(drafts.logits[0, :n], [0] * (n + 1))
     row_of = {0: 0, **{d: i for i, d in enumerate(offsets, start=1)}}
     block, rows, pos = [0], [], []
     for n in range(1, len(trie)):

@@ -12,6 +12,7 @@ import torch
 from ..errors import InputError
 from ..models import Models, chat_ids, stop_token_ids
 from ..models.features import context_features
+from ..models.variants import draft_value
 from ..trie import Trie, build_trie
 from .config import DecodeConfig
 from .drafting import Drafts, block_offset, propose
@@ -25,10 +26,6 @@ def ids_tensor(x: list, device) -> torch.Tensor:
     type of every element (10 us for 32 ints, about 3x numpy's), and a small model's round makes several."""
     t = torch.from_numpy(numpy.asarray(x, dtype=numpy.int64))
     return t if getattr(device, "type", device) == "cpu" else t.to(device)
-
-
-def _draft_value(config, name, default=None):
-    return (getattr(config, "dflash_config", None) or {}).get(name, getattr(config, name, default))
 
 
 class Engine:
@@ -51,7 +48,7 @@ class Engine:
         self.draft_dtype = self.draft_head_dtype = None
         if d is not None:
             self.mask_id = int(d.mask_token_id)
-            self.embed_scale = float(_draft_value(d.config, "input_embedding_scale", 1.0))
+            self.embed_scale = float(draft_value(d.config, "input_embedding_scale", 1.0))
             # The drafter may run in a cheaper dtype than the target (drafts are only proposals;
             # verification stays exact): it then reads bf16 copies of the target's table and head.
             self.draft_dtype = next(d.parameters()).dtype
@@ -149,16 +146,17 @@ class Engine:
 
     @staticmethod
     def compact(cache, s: int, chain: list[int]) -> None:
-        """Keep positions < s and the accepted nodes (in order): the cache now ends at s+a+1."""
-        if chain == list(range(len(chain))):
-            keep = s + len(chain)
+        """Keep positions < s and the accepted nodes (in order): the cache now ends at s+a+1. Only the round's
+        own tail moves (the accepted nodes' rows copied down to s, s+1, ..., as DDTree compacts): the prefix is
+        never copied, so a round's compaction costs its nodes, not the context."""
+        keep = s + len(chain)
+        if chain != list(range(len(chain))):   # a chain's accepted nodes are in place already
+            idx = ids_tensor(chain, cache.layers[0].keys.device)
             for layer in cache.layers:
-                layer.keys, layer.values = layer.keys[..., :keep, :], layer.values[..., :keep, :]
-            return
-        idx = ids_tensor(list(range(s)) + [s + n for n in chain], cache.layers[0].keys.device)
+                for t in (layer.keys, layer.values):
+                    t[..., s:keep, :] = t[..., s:, :].index_select(-2, idx)   # a copy first: no overlap
         for layer in cache.layers:
-            layer.keys = layer.keys.index_select(-2, idx)
-            layer.values = layer.values.index_select(-2, idx)
+            layer.keys, layer.values = layer.keys[..., :keep, :], layer.values[..., :keep, :]
 
     def draft(self, ctx: ContextKV, ctx_new, R, anchors: list[int], s: int, L: int, T: float,
               gen, argmax: bool) -> Drafts:

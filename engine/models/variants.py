@@ -69,6 +69,20 @@ def draft_value(config, name: str, default=None):
     return (getattr(config, "dflash_config", None) or {}).get(name, getattr(config, name, default))
 
 
+def draft_logits(drafter, hidden: torch.Tensor, head: Callable) -> torch.Tensor:
+    """drafter.compute_logits(hidden, head): without its multiply by 1 and its two config look-ups where the
+    drafter neither scales nor caps its logits (decided once per drafter). On a small model those cost a round
+    twice what the head itself does."""
+    plain = drafter.__dict__.get("_plain_logits")
+    if plain is None:
+        cap = draft_value(drafter.config, "final_logit_softcapping")
+        plain = drafter.__dict__["_plain_logits"] = (
+            type(drafter).compute_logits is DFlashDraftModel.compute_logits
+            and float(draft_value(drafter.config, "output_multiplier", 1.0)) == 1.0
+            and not (cap is not None and float(cap) > 0))
+    return head(hidden) if plain else drafter.compute_logits(hidden, head)
+
+
 def required(config, name: str, kind: str, where: str = "dflash_config"):
     value = draft_value(config, name)
     if value is None:
@@ -121,7 +135,7 @@ class SequentialDrafter(DFlashDraftModel):
                        gen: torch.Generator | None, argmax: bool) -> Proposal:
         """hidden [rows, L-1, H] (the states predicting positions 1..L-1), anchors [rows] -> Proposal.
         The backbone's logits come from one head call; only the correction runs position by position."""
-        base = self.compute_logits(hidden, output_head).float()
+        base = draft_logits(self, hidden, output_head).float()
         state = self.head_start(hidden, anchors)
         toks, logits, probs, conf = [], [], [], []
         for j in range(hidden.shape[1]):
