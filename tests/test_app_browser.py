@@ -41,6 +41,9 @@ class Watched:
         self.page.on("request", lambda r: self.requests.append(r.url))
         self.page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
         self.page.on("pageerror", lambda e: self.errors.append(str(e)))
+        # which request failed: the console says only "Failed to load resource"
+        self.page.on("response", lambda r: self.errors.append(f"HTTP {r.status}: {r.request.method} {r.url}")
+                     if r.status >= 400 else None)
         self.page.on("dialog", lambda d: (self.dialogs.append(d.message), d.dismiss()))
         self.page.goto(url)
         self.page.wait_for_selector("#rx-run", timeout=60000)
