@@ -129,6 +129,8 @@ def rounds_json(state: dict | None, key, start, count) -> tuple[int, str]:
     n = len(trace["rounds"])
     if not key:
         return error(400, "key", "missing (the page's figure-cache key)")
+    if key != cache_key(state):  # before the range: a page still on the last trace asks for its rounds, not ours
+        return stale("the view changed")
     got = {}
     for field, v in (("from", start), ("count", count)):
         try:
@@ -140,8 +142,6 @@ def rounds_json(state: dict | None, key, start, count) -> tuple[int, str]:
         return error(400, "from", f"must be a round between 0 and {n - 1}")
     if not 1 <= count <= ROUNDS_PER_FETCH:
         return error(400, "count", f"must be between 1 and {ROUNDS_PER_FETCH}")
-    if key != cache_key(state):
-        return stale("the view changed")
     parts = [(k, *round_entry(state, k)) for k in range(start, min(n, start + count))]
     if state.get("trace") is not trace or key != cache_key(state):  # changed while these were drawn
         return stale("the view changed")
