@@ -273,10 +273,10 @@ def reference_section(eng, prompts: list[tuple[str, list[int]]], modes: list[str
         e, r = statistics.median(mine_t[m]), statistics.median(ref_t[m])
         total = sum(stages[m].values()) or 1.0
         # each pair ran back to back: its ratio cancels the drift of a shared machine's clock between pairs
-        pairs = [e_ / r_ for e_, r_ in zip(mine_t[m], ref_t[m])]
+        pairs = list(zip(mine_t[m], ref_t[m]))
         out[m] = {"engine_ms_per_round": round(e * 1e3, 3), "reference_ms_per_round": round(r * 1e3, 3),
-                  "ratio": round(e / r, 3), "pair_ratio": round(statistics.median(pairs), 3),
-                  "pairs_ms": [[round(e_ * 1e3, 4), round(r_ * 1e3, 4)] for e_, r_ in zip(mine_t[m], ref_t[m])],
+                  "ratio": round(e / r, 3), "pair_ratio": round(statistics.median(a / b for a, b in pairs), 3),
+                  "pairs_ms": [[round(a * 1e3, 4), round(b * 1e3, 4)] for a, b in pairs],
                   "runs": len(mine_t[m]),
                   "stage_share": {k: round(v / total, 4) for k, v in stages[m].items()},
                   "stage_ms_per_round": {k: round(v / max(rounds[m], 1), 3) for k, v in stages[m].items()},
