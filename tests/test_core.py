@@ -5,7 +5,7 @@ from dataclasses import replace
 import torch
 
 from engine.attach import assemble, attach, choose_sites, match_sites
-from engine.decode.engine import TreeMask, additive, tree_mask
+from engine.decode.engine import MASK_ALIGN, TreeMask, additive, tree_mask
 from engine.tree import Source, as_trie, best_first
 from engine.trie import accept, build_trie, retained_path
 
@@ -78,6 +78,19 @@ def test_tree_mask_buffer_equals_a_fresh_mask_every_round():
         fresh = additive(torch.cat([torch.ones(len(parents), s, dtype=torch.bool), tree_mask(parents, depth)], 1),
                          torch.float32)
         assert torch.equal(buf.mask(parents, s, torch.float32, "cpu"), fresh), (s, parents)
+
+
+def test_tree_mask_views_start_aligned():
+    # CUDA's memory-efficient attention loads the mask in 16-byte vectors: a view starting between them faulted
+    # ("misaligned address") on an H200, where the CPU never minds. Chains and trees, at every residue of s.
+    buf = TreeMask()
+    for s in list(range(0, 40)) + [511, 513, 600, 1029, 1500]:
+        for parents in ([-1, 0, 1, 2], [-1, 0, 0, 1, 3], list(range(-1, 20))):
+            for dtype in (torch.float32, torch.bfloat16):
+                m = buf.mask(parents, s, dtype, "cpu")
+                assert m.shape == (1, 1, len(parents), s + len(parents)), (s, parents)
+                assert m.storage_offset() % MASK_ALIGN == 0 and m.stride(-2) % MASK_ALIGN == 0, (s, parents, dtype)
+                assert m.stride(-1) == 1
 
 
 def test_tree_mask_of_a_preorder_trie_equals_the_row_by_row_one():

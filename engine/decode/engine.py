@@ -289,30 +289,43 @@ def tree_mask(parents: list[int], depth: int, device=None) -> torch.Tensor:
     return mask
 
 
+MASK_ALIGN = 16   # elements: a mask view's start and row stride (CUDA's memory-efficient attention loads the
+                  # mask in 16-byte vectors and faults, "misaligned address", on a view starting between them)
+
+
+def _aligned(n: int) -> int:
+    return -(-n // MASK_ALIGN) * MASK_ALIGN
+
+
 class TreeMask:
     """A run's additive verify mask, kept between rounds as DDTree keeps one: zero (visible) over the
     committed prefix; a round writes only its tree block (columns s..s+n) from each node's ancestors,
     listed incrementally (a node's are its parent's and itself), and clears the block before it. The
-    buffer grows (doubling) when a round needs more rows or columns."""
+    buffer grows (doubling) when a round needs more rows or columns. Every view it returns starts at
+    a multiple of MASK_ALIGN elements and has rows MASK_ALIGN-aligned apart."""
 
     def __init__(self):
         self.buf: torch.Tensor | None = None
         self.last: tuple[int, int] | None = None     # (s, n) of the block written last
-        self.chain_buf: torch.Tensor | None = None   # zeros, then a chain's block at columns K..: see chain()
+        self.chain_buf: torch.Tensor | None = None   # zeros, then a chain's block at columns K+r..: see chain()
         self.K = 0
 
     def chain(self, s: int, n: int, dtype: torch.dtype, device) -> torch.Tensor:
-        """A chain's mask, written once: node i sees the prefix and nodes 0..i at any s. The buffer holds K zero
-        columns and then the chain's block (upper triangle hidden), so columns K-s .. K+n-1 of its first n rows
-        are the mask: a view, no op on its values (a round's mask was a dozen small ops, each costing on a
-        small model what its arithmetic does)."""
+        """A chain's mask, written once: node i sees the prefix and nodes 0..i at any s. Plane r of the buffer
+        holds K + r zero columns and then the chain's block (upper triangle hidden), so columns K+r-s .. K+r+n-1
+        of its first n rows are the mask: a view, no op on its values (a round's mask was a dozen small ops,
+        each costing on a small model what its arithmetic does). r = (s - K) mod MASK_ALIGN makes the view's
+        first column K+r-s a multiple of MASK_ALIGN, for any s."""
         buf = self.chain_buf
-        if buf is None or buf.dtype != dtype or buf.device != torch.device(device) or buf.shape[2] < n or self.K < s:
-            rows = max(n, 32 if buf is None else buf.shape[2])
-            self.K = max(s, 512, 2 * self.K)
-            buf = self.chain_buf = torch.zeros(1, 1, rows, self.K + rows, dtype=dtype, device=device)
-            buf[0, 0, :, self.K:].fill_(torch.finfo(dtype).min).triu_(1)
-        return buf[:, :, :n, self.K - s: self.K + n]
+        if buf is None or buf.dtype != dtype or buf.device != torch.device(device) or buf.shape[1] < n or self.K < s:
+            rows = max(n, 32 if buf is None else buf.shape[1])
+            self.K = self.K if self.K >= s else _aligned(max(s, 512, 2 * self.K))   # grows only when short
+            buf = self.chain_buf = torch.zeros(MASK_ALIGN, rows, _aligned(self.K + MASK_ALIGN + rows),
+                                               dtype=dtype, device=device)
+            for r in range(MASK_ALIGN):
+                buf[r, :, self.K + r: self.K + r + rows].fill_(torch.finfo(dtype).min).triu_(1)
+        r = (s - self.K) % MASK_ALIGN
+        return buf[r, :n, self.K + r - s: self.K + r + n][None, None]
 
     def mask(self, parents: list[int], s: int, dtype: torch.dtype, device,
              sizes: list[int] | None = None) -> torch.Tensor:
@@ -324,8 +337,9 @@ class TreeMask:
         buf = self.buf
         if buf is None or buf.dtype != dtype or buf.device != torch.device(device) or \
                 buf.shape[2] < n or buf.shape[3] < s + n:
-            rows = max(n, 2 * buf.shape[2] if buf is not None else 32)
-            cols = max(s + n, 2 * buf.shape[3] if buf is not None else 512)
+            rows, cols = (32, 512) if buf is None else buf.shape[2:]   # a new dtype or device keeps the size
+            rows = rows if rows >= n else max(n, 2 * rows)
+            cols = cols if cols >= s + n else _aligned(max(s + n, 2 * cols))
             buf = self.buf = torch.zeros(1, 1, rows, cols, dtype=dtype, device=device)
         elif self.last is not None:
             ls, ln = self.last
