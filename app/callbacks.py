@@ -7,6 +7,7 @@ import functools
 import inspect
 import logging
 import os
+import threading
 import time
 import traceback
 from dataclasses import replace
@@ -34,6 +35,22 @@ NAV_OUTPUTS = len(views.NAV_OUTPUTS)
 
 def _state(st) -> dict:
     return st if isinstance(st, dict) else session.new_state()
+
+
+# Round switches (goto and everything built on it) run concurrently (queue=False). The page sends them in order, but
+# on a loaded machine their answers can land out of order, and an older answer landing last took the slider and
+# caption back to its round: a typed jump that never showed. So each switch takes a ticket, and one whose ticket is no
+# longer the session's newest when its views are built answers nothing; the round asked for is the session's view at
+# once, so that a "next" sent right after a jump steps from the round jumped to.
+NAV_LOCK = threading.Lock()
+
+
+def ask_round(st: dict, i) -> int:
+    """Make round i (clamped) the session's view and return this switch's ticket."""
+    with NAV_LOCK:
+        st["view"], st["view_in_run"] = session.clamp_round(st.get("trace"), i), True
+        st["nav_ticket"] = ticket = st.get("nav_ticket", 0) + 1
+    return ticket
 
 
 def unexpected(label: str, e: Exception) -> gr.Error:
@@ -94,7 +111,8 @@ class Callbacks:
         new.update(trace=trace, trace_file=trace_file, example=bool(example), example_label=example, freed=None,
                    keyed=None, compare=None)
         out = views.show_trace(new, None, status)
-        st.update(new)
+        with NAV_LOCK:   # a round switch still being built for the trace replaced answers nothing (goto)
+            st.update(new, nav_ticket=st.get("nav_ticket", 0) + 1)
         self.sessions.touch(st)
         if had:
             session.give_back_memory()
@@ -294,8 +312,10 @@ class Callbacks:
         if trace is None and st.get("freed"):
             raise bad_input(f"Round inspector: this session's trace was freed ({st['freed']}); load or run again",
                             "Trace freed")
+        ticket = ask_round(st, i)
         i, cap, fig = views.round_outputs(st, i)
-        st["view"], st["view_in_run"] = i, True
+        if st.get("nav_ticket") != ticket:   # a later switch (or load) came in while this one was built
+            return (gr.skip(),) * NAV_OUTPUTS
         following = st.get("run") is not None and trace and i == len(trace.get("rounds", [])) - 1
         follow_out = gr.skip()
         if st.get("run") is not None and not following and st.get("follow"):

@@ -268,3 +268,40 @@ def test_a_new_trace_or_run_empties_go_to_round_of_token(tmp_path):
     assert cb.on_upload(str(path), st)[at] == cleared
     if found:
         assert cb.on_example_trace(found[-1][0], st)[at] == cleared
+
+
+def test_a_round_switch_answered_after_a_later_one_changes_nothing(monkeypatch):
+    """Round switches run concurrently (queue=False): jump to 2, then to 5 before the first is answered. On a loaded
+    machine the answer to 2 could land last and take the slider and caption back to 2 (a typed round that never
+    showed). The older switch now answers nothing, the newer one its round, and a "next" steps from 5 (the round
+    last asked for), whatever order the answers are built in."""
+    import threading
+
+    import gradio as gr
+
+    cb = callbacks.Callbacks(None, [], session.Sessions())
+    st = session.new_state()
+    cb._show_new(st, real_trace(max_new_tokens=48), None, "loaded trace")
+    assert len(st["trace"]["rounds"]) > 7
+    building, go_on = threading.Event(), threading.Event()
+    real = views.round_outputs
+
+    def slow_for_two(state, i, *a, **k):  # the real views, built only once the later switch was answered
+        if i == 2:
+            building.set()
+            go_on.wait(10)
+        return real(state, i, *a, **k)
+
+    monkeypatch.setattr(views, "round_outputs", slow_for_two)
+    older = {}
+    t = threading.Thread(target=lambda: older.setdefault("out", cb.goto(st, 2)))
+    t.start()
+    assert building.wait(10)
+    newer = cb.goto(st, 5)
+    go_on.set()
+    t.join(10)
+    assert newer[0] == 5 and "Round 5 (" in newer[1]
+    assert older["out"] == (gr.skip(),) * len(views.NAV_OUTPUTS), older["out"][:2]
+    assert cb.step(st, +1)[0] == 6
+    # one at a time, in order, each answers its own round
+    assert [cb.goto(st, i)[0] for i in (1, 3)] == [1, 3]
