@@ -30,6 +30,7 @@ import random
 from dataclasses import dataclass, field
 
 from .attach import Path, assemble
+from .trace import rounded
 from .trie import Trie, build_trie
 
 
@@ -202,7 +203,7 @@ def tree_proposal(baseline: list[int], shifted: dict[int, list[int]], ranked: li
         paths.append(Path(src.d, src.site if src.d else None, [trie.tokens[n] for n in along]))
     scores = tree_scores(tree, sources, ranker)
     facts = {"block": [sources[tree.sources[n]].d for n in of], "rank": [tree.ranks[n] for n in of],
-             "prob": [round(math.exp(tree.logq[n]), 6) for n in of], "score": [scores[n] for n in of]}
+             "prob": rounded([math.exp(tree.logq[n]) for n in of], 6), "score": [scores[n] for n in of]}
     if mode == "reanchor-tree":
         alt = best_first(baseline[0], sources[:1], max(nodes - 1, 0), depth_cap, ranker)
         facts["ddtree"] = {"tokens": alt.tokens, "parents": alt.parents, "score": tree_scores(alt, sources, ranker)}
@@ -212,8 +213,8 @@ def tree_proposal(baseline: list[int], shifted: dict[int, list[int]], ranked: li
 def tree_scores(tree: Tree, sources: list[Source], ranker=None) -> list[float]:
     """Every tree node's score (tree_proposal), rounded as a trace keeps it."""
     if ranker is not None or (len(sources) == 1 and sources[0].conf is None):  # one source: no node merged,
-        return [round(x, 4) for x in tree.scores]     # so the heap's log w is the path's sum of log q already
-    return [round(x, 4) for x in path_scores(tree.parents, [node_logq(tree, sources, n) for n in range(len(tree))])]
+        return rounded(tree.scores, 4)     # so the heap's log w is the path's sum of log q already
+    return rounded(path_scores(tree.parents, [node_logq(tree, sources, n) for n in range(len(tree))]), 4)
 
 
 def node_logq(tree: Tree, sources: list[Source], n: int) -> float:

@@ -143,3 +143,18 @@ def test_accept_walks_the_target_tokens():
     assert retained_path(t, chain) == 1
     chain, bonus = accept(t, {0: 8}.__getitem__)
     assert chain == [0] and bonus == 8 and retained_path(t, chain) == 0
+
+
+def test_records_round_as_pythons_round_does():
+    # engine.trace.rounded (a quarter of round(x, p)'s cost, on every float a round records) gives round(x, p)'s
+    # values: the same doubles, so the same JSON; infinities and NaN pass through
+    import math
+
+    from engine.trace import rounded
+    rng = random.Random(7)
+    xs = [rng.uniform(-30, 0) for _ in range(20000)] + [math.exp(rng.uniform(-30, 0)) for _ in range(20000)]
+    xs += [0.0, -0.0, 1.0, 0.5, 1e-9, 123456.78901, -2.5e-5, 0.12345650000000001]
+    for p in (3, 4, 6):
+        assert rounded(xs, p) == [round(x, p) for x in xs], p
+    out = rounded([math.inf, -math.inf, math.nan], 4)
+    assert out[:2] == [math.inf, -math.inf] and math.isnan(out[2])

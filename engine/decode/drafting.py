@@ -23,6 +23,7 @@ from typing import Callable, Protocol
 import torch
 
 from ..models.variants import Proposal, draft_logits, draw
+from ..trace import rounded
 from ..tree import head_logq, path_scores
 
 
@@ -183,8 +184,8 @@ def node_facts(drafts: Drafts, trie, paths, offsets: list[int]) -> dict[str, lis
         rank = [int(r) for r in rank]
     est = lq if conf is None else [head_logq(0.0, 0.0, conf[r][j], True) for r, j in zip(rows, pos)]
     scores = path_scores(trie.parents, [0.0] + est)
-    return {"block": block, "rank": [0] + rank, "prob": [1.0] + [round(math.exp(x), 6) for x in lq],
-            "score": [round(x, 4) for x in scores]}
+    return {"block": block, "rank": [0] + rank, "prob": [1.0] + rounded([math.exp(x) for x in lq], 6),
+            "score": rounded(scores, 4)}
 
 
 def _argmax_chain_facts(logits: torch.Tensor, block: list[int]) -> dict[str, list]:
@@ -193,5 +194,5 @@ def _argmax_chain_facts(logits: torch.Tensor, block: list[int]) -> dict[str, lis
     op costs as much as the arithmetic), and its score the running sum along the chain."""
     lq = torch.log_softmax(logits, -1).amax(-1).tolist()
     scores = path_scores(list(range(-1, len(lq))), [0.0] + lq)
-    return {"block": block, "rank": [0] * len(block), "prob": [1.0] + [round(math.exp(x), 6) for x in lq],
-            "score": [round(x, 4) for x in scores]}
+    return {"block": block, "rank": [0] * len(block), "prob": [1.0] + rounded([math.exp(x) for x in lq], 6),
+            "score": rounded(scores, 4)}

@@ -24,7 +24,7 @@ import torch
 from ..attach import proposal
 from ..options import DEFAULT_TREE_NODES, MAX_TRIE_NODES, TREE_MODES, UNSHIFTED_MODES
 from ..sampling import speculative_accept
-from ..trace import round_record
+from ..trace import round_record, rounded
 from ..tree import best_nodes, prune, tree_proposal
 from ..trie import accept, retained_path
 from .drafting import confidences, node_facts, ranked
@@ -169,8 +169,8 @@ def decode_round(eng: ModelCalls, st: State, rc: RoundConfig, index: int) -> tup
                        chosen, q, head_notes(drafts, offsets))
     te = eng.sync_time()
     stages["record"] = (te - tr) * 1e3
-    rec["stages_ms"] = {k: round(v, 3) for k, v in stages.items()}
-    rec["round_ms"] = round((te - t0) * 1e3, 3)
+    rec["stages_ms"] = dict(zip(stages, rounded(stages.values(), 3)))
+    rec["round_ms"] = rounded(((te - t0) * 1e3,), 3)[0]
     return rec, nxt
 
 
