@@ -109,9 +109,12 @@ def own_work(drafter: str | None, n_prompts: int, device: str = "cuda", max_new:
     from engine.models import load_models
     eng = Engine(load_models(None, drafter or "default", device))
     prompts = [eng.encode_prompt(p) for p in PROMPTS_EMBEDDED[:n_prompts]]
-    eng.run(prompts[0], DecodeConfig(mode="ddtree", max_new_tokens=16)).finish()  # warm-up
     out = {}
     for mode in ("dflash", "ddtree", "reanchor", "reanchor-tree"):
+        # a warm-up pass over the same prompts first: the first H200 run (docs/performance.md) timed first uses
+        # of each shape, 5x apart between modes that draft the same block
+        for ids in prompts:
+            eng.run(ids, DecodeConfig(mode=mode, max_new_tokens=max_new, ignore_eos=True)).finish()
         rounds = []
         for ids in prompts:
             run = eng.run(ids, DecodeConfig(mode=mode, max_new_tokens=max_new, ignore_eos=True))
