@@ -59,14 +59,20 @@ const div = () => element.querySelector('.rx-plot[data-shown]');
 // purge + newPlot: a third faster than Plotly.react when every trace changes (a new round always does)
 const plot = (d, fig) => {
   window.Plotly.purge(d);
-  window.Plotly.newPlot(d, fig.data, fig.layout, CONFIG);
+  d.__plotting = window.Plotly.newPlot(d, fig.data, fig.layout, CONFIG);
   // a click on the folded row of discarded blocks opens it (or closes it): the server redraws with them
   if (d.on) d.on('plotly_click', (ev) => {
     const p = ev && ev.points && ev.points[0];
     if (p && p.data && p.data.meta === 'fold') trigger('click', {fold: true});
   });
 };
-const drop = (d) => { window.Plotly.purge(d); d.remove(); };
+// purged once its draw has settled: a div dropped while Plotly.newPlot's promise was still under way (a round drawn
+// ahead and parked past READY at once) had its layout deleted under the draw ("reading
+// '_redrawFromAutoMarginCount'" in the console)
+const drop = (d) => {
+  d.remove();
+  Promise.resolve(d.__plotting).catch(() => {}).then(() => window.Plotly.purge(d));
+};
 const afterPaint = (f) => requestAnimationFrame(() => setTimeout(f, 0));  // a timeout set in rAF: after the paint
 // keep a drawn round offscreen, at most READY: those farthest from the shown one go. Its content skipped by the
 // page's style and layout passes (content-visibility): 24 drawn rounds in them made a swap's frame 50-190 ms late.
@@ -119,6 +125,7 @@ window.__rxMark = (r) => {
 };
 const show = (r, entry, fresh) => {
   const host = div(), pre = fresh ? undefined : ready.get(r);
+  if (!pre && !entry) return;  // neither drawn nor held: the server's answer shows it
   const width = host.clientWidth;  // read before the writes below: no layout forced in between
   window.__rxMark(r);
   if (fresh && ready.has(r)) { drop(ready.get(r)); ready.delete(r); }
@@ -198,8 +205,11 @@ const draw = () => {
   if (v.key !== cacheKey) { cache.clear(); ready.forEach(drop); ready.clear(); cacheKey = v.key; }
   // a fetched round that the server now draws otherwise: the server's wins
   const had = cache.get(v.round), stale = had && had.text !== undefined && had.text !== JSON.stringify(v.fig);
-  cache.set(v.round, {caption: v.caption, fig: v.fig});
-  if (v.next) cache.set(v.next.round, {caption: v.next.caption, fig: v.next.fig});
+  // set as the newest (a Map keeps a key's first place): the oldest go below, and a round the page held longest,
+  // shown again ("first" after a long run's rounds were fetched), was evicted before it was shown
+  const put = (r, entry) => { cache.delete(r); cache.set(r, entry); };
+  put(v.round, {caption: v.caption, fig: v.fig});
+  if (v.next) put(v.next.round, {caption: v.next.caption, fig: v.next.fig});
   while (cache.size > WINDOW + 16) cache.delete(cache.keys().next().value);
   if (div().__round !== v.round || div().__key !== v.key || stale) show(v.round, cache.get(v.round), stale);
   // drawn ahead once this frame is painted (rAF runs before the paint, its timeout after it)

@@ -520,3 +520,33 @@ def test_hover_names_what_is_under_the_pointer(page):
     page.wait_for_function("n => [...document.querySelectorAll('#rx-round-plot [data-shown] .hoverlayer .hovertext')]"
                            ".some(e => e.textContent.startsWith(n + ' · pos'))", arg=name, timeout=10000)
     page.mouse.move(5, 5)
+
+
+def test_a_round_held_longest_shows_again_after_many_were_fetched(page, tmp_path):
+    """The page keeps at most PREFETCH_ROUNDS + 16 rounds for jumps and drops the oldest when a server's answer is
+    drawn. A Map keeps a key's first place, so the round held longest (the one the trace opened on), asked for again
+    by the server's path, was dropped by its own answer: the figure stayed on the last round and the console said
+    "Cannot read properties of undefined (reading 'fig')" (first seen in the 2,000-token run's test)."""
+    from app.page import PREFETCH_ROUNDS
+    from test_app_trace_bounds import chain_trace
+
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    n = 2 * PREFETCH_ROUNDS + 100
+    load_trace(page, chain_trace(n, L=4), tmp_path / "long.json")
+    r0 = int(page.locator("#rx-slider input[type=number]").input_value())
+    page.wait_for_function("n => window.__rxHeld().length >= n", arg=PREFETCH_ROUNDS, timeout=60000)
+    far = r0 + PREFETCH_ROUNDS + 60 if r0 + PREFETCH_ROUNDS + 60 < n else r0 - PREFETCH_ROUNDS - 60
+    go_to_round(page, far)
+    # the rounds around the far one fetched too: more than the page keeps, its first round still the oldest
+    page.wait_for_function("n => window.__rxHeld().length >= n", arg=PREFETCH_ROUNDS + 60, timeout=60000)
+    assert r0 in page.evaluate("() => window.__rxHeld()")
+    page.evaluate("() => { window.__rxNoCache = true; }")  # the server's path: its answer draws the round
+    try:
+        go_to_round(page, r0)
+        page.wait_for_function("r => (document.querySelector('#rx-round-plot [data-shown] .gtitle')?.textContent"
+                               " || '').startsWith('round ' + r + ' ')", arg=r0, timeout=20000)
+    finally:
+        page.evaluate("() => { window.__rxNoCache = false; }")
+    assert not errors, errors
