@@ -92,10 +92,18 @@ class Watched:
         self.page.click("#rx-run")
 
     def wait_running(self, min_round: int, timeout: float = 60000) -> None:
-        """Until this page's run has streamed round `min_round` (the example trace's spans don't count)."""
-        self.page.wait_for_function(
-            """n => { const m = /running… round (\\d+)/.exec(document.querySelector('#rx-metrics')?.innerText || '');
-                      return m && parseInt(m[1]) >= n; }""", arg=min_round, timeout=timeout)
+        """Until this page's run has streamed round `min_round` (the example trace's spans don't count). A timeout
+        names what the page showed instead (a CI rehearsal once timed out here, with nothing else to go on)."""
+        from playwright.sync_api import TimeoutError as PlaywrightTimeout
+        try:
+            self.page.wait_for_function(
+                """n => { const m = /running… round (\\d+)/.exec(document.querySelector('#rx-metrics')?.innerText || '');
+                          return m && parseInt(m[1]) >= n; }""", arg=min_round, timeout=timeout)
+        except PlaywrightTimeout:
+            shown = self.page.evaluate("() => [document.querySelector('#rx-metrics')?.innerText, "
+                                       "document.querySelector('.toast-body')?.innerText]")
+            raise AssertionError(f"no round {min_round} of a run within {timeout / 1000:.0f} s; metrics and toast: "
+                                 f"{shown}; errors: {self.errors}") from None
 
     def wait_done(self, timeout: float = 120000) -> None:
         self.page.wait_for_function(
