@@ -64,7 +64,7 @@ class TraceError(InputError):
 def rounded(values, places: int) -> list[float]:
     """`values` as a record keeps them, to `places` decimals: round(x * 10^p) / 10^p, the double nearest k / 10^p as
     round(x, p) gives (they differ only for a value within an ulp of a half; none in 2 M random log-probabilities)
-    at a quarter of its cost: Python's round(x, p) took 1.5% of a small model's dflash round. Infinities and
+    at a quarter of its cost: Python's round(x, p) took about 1.3% of a small model's dflash round. Infinities and
     NaN stay as they are."""
     scale = 10.0 ** places
     return [round(x * scale) / scale if -1e15 < x < 1e15 else x for x in values]
