@@ -56,7 +56,7 @@ LEFT=$(( TOTAL_S - ($(date +%s) - T0) ))
 [ "$LEFT" -gt 60 ] || { echo "only ${LEFT}s left for training"; exit 4; }
 set -x
 $PY -m engine train --out "$OUT" --data "$WORK/data" --max-minutes "$(echo "$LEFT" | awk '{print ($1 - 5) / 60}')" \
-  --prompts "${PROMPTS:-16384}" --prompt-seed "${PROMPT_SEED:-4}" --max-new-tokens "${NEW_TOKENS:-256}" --gen-batch "${GEN_BATCH:-1024}" \
+  --prompts "${PROMPTS:-16384}" --prompt-seed "${PROMPT_SEED:-5}" --max-new-tokens "${NEW_TOKENS:-256}" --gen-batch "${GEN_BATCH:-1024}" \
   --gen-minutes "${GEN_MIN:-2.5}" --eval-prompts 30 --layers "${LAYERS:-2}" --block-size "${BLOCK:-16}" \
   --anchors "${ANCHORS:-64}" --batch "${BATCH:-64}" --save-every "${SAVE_S:-60}" --eval-every "${EVAL_S:-90}" \
   --lr "$LR" ${INIT_FROM:+--init-from "$INIT_FROM"} --log-every 25 ${EXTRA:-}
