@@ -72,3 +72,30 @@ def test_ddtree_mode_builds_ddtree_generates_trees(kind, seed, n):
     c = compare(mine, ref, eng.block_size, m.drafter.mask_token_id)
     assert c["same_tokens"] and c["aligned"] == mine["rounds"], c
     assert c["full_rounds"] >= 2 and c["same_tree"] == c["full_rounds"], c
+
+
+def test_the_reference_loop_runs_on_the_models_without_the_engines_hooks():
+    # the bench times dflash_generate on the engine's own models: it must not pay for the engine's feature hooks
+    # and stop checks there (a layer with a hook takes nn.Module's slow path), and the engine gets them back after
+    from engine.bench.reference import reference_run
+
+    eng = Engine(tiny_models("qwen3", 2), draft_head_dtype=None)
+    ids = eng.encode_prompt("ab c")
+    before = eng.run(ids, DecodeConfig(mode="dflash", max_new_tokens=12, ignore_eos=True)).finish()
+    layers = [m for model in (eng.models.target, eng.models.drafter) for m in model.modules()]
+    seen = []
+
+    def look(*args, **kwargs):
+        seen.append((sum(len(m._forward_hooks) + len(m._forward_pre_hooks) for m in layers),
+                     sum("forward" in m.__dict__ for m in layers)))
+        return real(*args, **kwargs)
+
+    real, dflash.model.dflash_generate = dflash.model.dflash_generate, look
+    try:
+        ref = reference_run("dflash", eng.models, ids, 12)
+    finally:
+        dflash.model.dflash_generate = real
+    assert seen == [(0, 0)]
+    assert sum(len(m._forward_hooks) for m in layers) > 0 and sum("forward" in m.__dict__ for m in layers) > 0
+    after = eng.run(ids, DecodeConfig(mode="dflash", max_new_tokens=12, ignore_eos=True)).finish()
+    assert after["output_ids"] == before["output_ids"] == ref["output_ids"]

@@ -101,7 +101,11 @@ def reference_run(mode: str, models, ids: list[int], max_new_tokens: int, ddtree
     import torch
     dev = models.device
     x = torch.tensor([ids], device=dev)
-    with _cpu_clocks(dev, ddtree), torch.inference_mode():
+    from ..decode.interrupt import unchecked
+    from ..models.features import untapped
+    # the models as the authors' code finds them: without the engine's stop checks and feature hooks
+    with _cpu_clocks(dev, ddtree), torch.inference_mode(), unchecked(models.target, models.drafter), \
+            untapped(models.target):
         t0 = _clock(dev)
         if mode == "dflash":
             from dflash.model import dflash_generate

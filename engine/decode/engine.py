@@ -297,6 +297,12 @@ def _aligned(n: int) -> int:
     return -(-n // MASK_ALIGN) * MASK_ALIGN
 
 
+# A chain's mask planes, per (dtype, device): never written once built, so every run shares them (building them
+# took 0.1-0.3 ms a run on this CPU, a point of a short run on tiny models). A larger need replaces the entry;
+# runs holding the older planes keep them.
+_CHAIN_PLANES: dict[tuple, tuple[int, torch.Tensor]] = {}
+
+
 class TreeMask:
     """A run's additive verify mask, kept between rounds as DDTree keeps one: zero (visible) over the
     committed prefix; a round writes only its tree block (columns s..s+n) from each node's ancestors,
@@ -307,25 +313,25 @@ class TreeMask:
     def __init__(self):
         self.buf: torch.Tensor | None = None
         self.last: tuple[int, int] | None = None     # (s, n) of the block written last
-        self.chain_buf: torch.Tensor | None = None   # zeros, then a chain's block at columns K+r..: see chain()
-        self.K = 0
 
-    def chain(self, s: int, n: int, dtype: torch.dtype, device) -> torch.Tensor:
-        """A chain's mask, written once: node i sees the prefix and nodes 0..i at any s. Plane r of the buffer
+    @staticmethod
+    def chain(s: int, n: int, dtype: torch.dtype, device) -> torch.Tensor:
+        """A chain's mask: node i sees the prefix and nodes 0..i at any s. Plane r of the shared buffer
         holds K + r zero columns and then the chain's block (upper triangle hidden), so columns K+r-s .. K+r+n-1
         of its first n rows are the mask: a view, no op on its values (a round's mask was a dozen small ops,
         each costing on a small model what its arithmetic does). r = (s - K) mod MASK_ALIGN makes the view's
         first column K+r-s a multiple of MASK_ALIGN, for any s."""
-        buf = self.chain_buf
-        if buf is None or buf.dtype != dtype or buf.device != torch.device(device) or buf.shape[1] < n or self.K < s:
+        key = (dtype, torch.device(device))
+        K, buf = _CHAIN_PLANES.get(key, (0, None))
+        if buf is None or buf.shape[1] < n or K < s:
             rows = max(n, 32 if buf is None else buf.shape[1])
-            self.K = self.K if self.K >= s else _aligned(max(s, 512, 2 * self.K))   # grows only when short
-            buf = self.chain_buf = torch.zeros(MASK_ALIGN, rows, _aligned(self.K + MASK_ALIGN + rows),
-                                               dtype=dtype, device=device)
+            K = K if K >= s else _aligned(max(s, 512, 2 * K))   # grows only when short
+            buf = torch.zeros(MASK_ALIGN, rows, _aligned(K + MASK_ALIGN + rows), dtype=dtype, device=device)
             for r in range(MASK_ALIGN):
-                buf[r, :, self.K + r: self.K + r + rows].fill_(torch.finfo(dtype).min).triu_(1)
-        r = (s - self.K) % MASK_ALIGN
-        return buf[r, :n, self.K + r - s: self.K + r + n][None, None]
+                buf[r, :, K + r: K + r + rows].fill_(torch.finfo(dtype).min).triu_(1)
+            _CHAIN_PLANES[key] = (K, buf)
+        r = (s - K) % MASK_ALIGN
+        return buf[r, :n, K + r - s: K + r + n][None, None]
 
     def mask(self, parents: list[int], s: int, dtype: torch.dtype, device,
              sizes: list[int] | None = None) -> torch.Tensor:

@@ -41,8 +41,9 @@ class _Tap:
                     got[l] = body.norm(h) if l == last else h   # hidden_states[-1] is the normed output
             return hook
 
-        for l in layer_ids:
-            body.layers[l].register_forward_hook(keep(l))
+        self.handles = {l: body.layers[l].register_forward_hook(keep(l)) for l in layer_ids}
+        self.body = body
+        self.keep = keep
 
 
 def _tap(target, layer_ids: tuple[int, ...]) -> _Tap:
@@ -50,6 +51,21 @@ def _tap(target, layer_ids: tuple[int, ...]) -> _Tap:
     if layer_ids not in taps:
         taps[layer_ids] = _Tap(target, layer_ids)
     return taps[layer_ids]
+
+
+@contextmanager
+def untapped(target) -> Iterator[None]:
+    """The target without its feature hooks for the block (the bench runs the authors' loops on it, which
+    should not pay for them). Not for a target that a run is decoding with at the time."""
+    taps = list(target.__dict__.get("_feature_taps", {}).values())
+    for tap in taps:
+        for h in tap.handles.values():
+            h.remove()
+    try:
+        yield
+    finally:
+        for tap in taps:
+            tap.handles = {l: tap.body.layers[l].register_forward_hook(tap.keep(l)) for l in tap.handles}
 
 
 @contextmanager
