@@ -14,6 +14,7 @@ the backbone's own tokens (what it corrected).
 """
 from __future__ import annotations
 
+import itertools
 import math
 import threading
 from contextlib import contextmanager, nullcontext
@@ -193,6 +194,6 @@ def _argmax_chain_facts(logits: torch.Tensor, block: list[int]) -> dict[str, lis
     its log q is its row's largest log-probability, read without the tokens (two ops: on a small model each
     op costs as much as the arithmetic), and its score the running sum along the chain."""
     lq = torch.log_softmax(logits, -1).amax(-1).tolist()
-    scores = path_scores(list(range(-1, len(lq))), [0.0] + lq)
+    scores = [0.0, *itertools.accumulate(lq)]   # path_scores along a chain, summed in the same order
     return {"block": block, "rank": [0] * len(block), "prob": [1.0] + rounded([math.exp(x) for x in lq], 6),
             "score": rounded(scores, 4)}

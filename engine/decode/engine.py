@@ -131,7 +131,7 @@ class Engine:
         positions = torch.arange(s, s + n, device=dev)[None] if chain else (ids_tensor(trie.depths, dev) + s)[None]
         mask = None
         if n > 1 and masks is not None and not self.window:
-            mask = masks.mask(trie.parents, s, dt, dev, trie.sizes)
+            mask = masks.chain(s, n, dt, dev) if chain else masks.mask(trie.parents, s, dt, dev, trie.sizes)
         elif n > 1:
             visible = torch.cat([torch.ones(n, s, dtype=torch.bool, device=dev),
                                  tree_mask(trie.parents, max(trie.depths), dev)], 1)
@@ -338,7 +338,7 @@ class TreeMask:
         """`sizes`: the subtree sizes of a trie numbered in depth-first preorder (Trie.sizes), where node j's
         descendants are the next sizes[j] - 1 nodes: node i then sees j iff j <= i < j + sizes[j]."""
         n = len(parents)
-        if all(p == i - 1 for i, p in enumerate(parents)):
+        if parents == list(range(-1, n - 1)):
             return self.chain(s, n, dtype, device)
         buf = self.buf
         if buf is None or buf.dtype != dtype or buf.device != torch.device(device) or \
