@@ -132,7 +132,7 @@ def test_the_stop_check_wraps_each_layer_keeping_its_own_forward_even_in_a_copy(
     import threading
     import types
 
-    from engine.decode.interrupt import Interrupted, make_interruptible, watching
+    from engine.decode.interrupt import Interrupted, make_interruptible, unchecked, watching
 
     calls = []
     own = torch.nn.Linear(2, 2)
@@ -154,6 +154,11 @@ def test_the_stop_check_wraps_each_layer_keeping_its_own_forward_even_in_a_copy(
     for m in (model, twin):
         with watching(stop), pytest.raises(Interrupted):
             m.layers[0](x)
+    with unchecked(twin), watching(stop):   # the bench's bare models: no check, the instance's forward still runs
+        assert torch.equal(twin.layers[0](x), x) and calls[-1] is twin.layers[0]
+        twin.layers[1](x)
+    with watching(stop), pytest.raises(Interrupted):
+        twin.layers[1](x)
 
 
 def test_app_run_stops_at_the_time_limit(monkeypatch):

@@ -85,8 +85,11 @@ def unchecked(*models):
     which should not pay for it). Not for a model that a run is decoding with at the time."""
     layers = [m for model in models if model is not None for m in model.modules()
               if "_unchecked_forward" in m.__dict__]
-    for m in layers:
-        del m.forward
+    for m in layers:   # back to the forward it wrapped: the class's, or one set on the instance (accelerate's)
+        if m.__dict__["_unchecked_forward"] is None:
+            del m.forward
+        else:
+            m.forward = m.__dict__["_unchecked_forward"]
     try:
         yield
     finally:
