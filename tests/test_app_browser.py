@@ -19,12 +19,17 @@ pytest.importorskip("playwright.sync_api")  # the browser fixture (conftest.py) 
 
 PROMPT = "hi, j."
 LONG_PROMPT = "a b c d e f g"
+# a run long enough that a stop lands before its end: the tiny models decode 400 tokens in 1.4 s on a quiet
+# machine, and a Stop clicked at round 2 once reached the server after the run had ended (a CI rehearsal)
+STOPPABLE_TOKENS = 2000
 
 
 @pytest.fixture(scope="module")
-def app(tiny_app):
+def app(tmp_path_factory):
     chromium_or_skip()
-    return tiny_app
+    from app_fixtures import launched_tiny_app
+    # its own app, for a context that holds STOPPABLE_TOKENS (the shared tiny app's is 512)
+    yield from launched_tiny_app(tmp_path_factory, context=4096)
 
 
 # Round i in view, the server's answer in (Watched.wait_round).
@@ -308,19 +313,19 @@ def test_closing_the_page_stops_the_run(app, browser):
     w = Watched(browser, app.url)
     w.wait_model(app)
     ended = app.log().count("run ended")
-    w.run(LONG_PROMPT, 400)
+    w.run(LONG_PROMPT, STOPPABLE_TOKENS)
     w.wait_running(3)
     w.page.close()
     assert app.wait_log("run ended", timeout=90, count=ended + 1), app.log()[-2000:]
     rounds = int(re.findall(r"run ended after (\d+) rounds", app.log())[-1])
-    assert rounds < 390
+    assert rounds < STOPPABLE_TOKENS - 10
 
 
 def test_stop_button_in_browser(app, browser):
     """Stop ends a long run at the next round; the partial run stays inspectable."""
     w = Watched(browser, app.url)
     w.wait_model(app)
-    w.run(LONG_PROMPT, 400)
+    w.run(LONG_PROMPT, STOPPABLE_TOKENS)
     w.wait_running(2)
     # dispatched at once: playwright's click waits for the layout to hold still, which it doesn't while
     # the text streams (and a person's click doesn't wait)
@@ -328,6 +333,6 @@ def test_stop_button_in_browser(app, browser):
     w.wait_done(timeout=60000)
     m = re.search(r"rounds 0–(\d+)", w.caption())
     assert "stopped" in w.page.inner_text("#rx-metrics")
-    assert m and int(m.group(1)) < 390
+    assert m and int(m.group(1)) < STOPPABLE_TOKENS - 10
     assert not w.errors, w.errors
     w.page.close()
