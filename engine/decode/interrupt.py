@@ -68,7 +68,7 @@ def make_interruptible(*models) -> None:
     """Check for a stop before every layer of each model's layer lists (once per model)."""
     with _lock:
         for model in models:
-            if model is None or getattr(model, "_stop_hooks", False):
+            if model is None or getattr(model, "_stop_checks", False):
                 continue
             for lists in model.modules():
                 if isinstance(lists, torch.nn.ModuleList):
@@ -76,7 +76,7 @@ def make_interruptible(*models) -> None:
                         if "_unchecked_forward" not in layer.__dict__:
                             layer._unchecked_forward = layer.__dict__.get("forward")
                             layer.forward = types.MethodType(_checked_forward, layer)
-            model._stop_hooks = True
+            model._stop_checks = True
 
 
 @contextmanager
