@@ -284,6 +284,15 @@ if (!window.__rxNavBound) {  // on the document: the buttons may mount after thi
   // the slider's own blur and pointerup send its value too: a held next/prev or token jump goes before them
   for (const kind of ['blur', 'focusout', 'pointerup'])
     document.addEventListener(kind, () => { if (!replaying) flush(); }, true);
+  // The number box's blur and pointerup send its value again ("release"), though each keystroke sent it already
+  // ("input"). Leaving the box by clicking "first" sent the round shown beside the click's own switch; the two calls
+  // raced, and the round left behind could win (a CI run: "first" never showed round 0) or its answer undo a phase
+  // step taken after. Stopped here, in the capture phase, they never reach Gradio's listeners on the box.
+  for (const kind of ['blur', 'pointerup'])
+    document.addEventListener(kind, (e) => {
+      const t = e.target;
+      if (t && t.closest && t.tagName === 'INPUT' && t.type === 'number' && t.closest('#rx-slider')) e.stopPropagation();
+    }, true);
   document.addEventListener('click', (e) => {
     if (replaying) return;
     flush();

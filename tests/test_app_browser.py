@@ -60,17 +60,29 @@ class Watched:
     def caption(self) -> str:
         return self.page.inner_text("#rx-caption")
 
+    def shown(self) -> str:
+        """What a timeout names: the caption's start and the slider's two halves."""
+        return self.page.evaluate("""() => JSON.stringify({
+            caption: (document.querySelector('#rx-caption')?.innerText || '').slice(0, 80),
+            range: document.querySelector('#rx-slider input[type=range]')?.value,
+            box: document.querySelector('#rx-slider input[type=number]')?.value})""")
+
+    def _wait(self, js: str, arg, timeout: float, what: str) -> None:
+        try:
+            self.page.wait_for_function(js, arg=arg, timeout=timeout)
+        except Exception as e:  # playwright's TimeoutError says only how long it waited
+            raise AssertionError(f"{what} not in view after {timeout / 1000:.0f} s; shown: {self.shown()}") from e
+
     def wait_caption(self, prefix: str, timeout: float = 20000) -> None:
-        self.page.wait_for_function(
-            "p => (document.querySelector('#rx-caption')?.innerText || '').trim().startsWith(p)",
-            arg=prefix, timeout=timeout)
+        self._wait("p => (document.querySelector('#rx-caption')?.innerText || '').trim().startsWith(p)",
+                   prefix, timeout, f"a caption starting {prefix!r}")
 
     def wait_round(self, i: int, timeout: float = 20000) -> None:
         """Until round i is in view and the server has answered the switch: the caption names it and the slider,
         which only the server's answer moves (or the slider's own keys), stands at i. The caption alone is not it:
         the page shows a prefetched round at once, and a click sent before the answer is dropped (Gradio runs one
         call per button at a time: trigger_mode "once") or raced by another button's call."""
-        self.page.wait_for_function(JS_ROUND_SETTLED, arg=i, timeout=timeout)
+        self._wait(JS_ROUND_SETTLED, i, timeout, f"round {i}, settled")
 
     def wait_model(self, app=None) -> None:
         """Until the page's status line says ready; one that says failed, or a timeout, fails at once with what the

@@ -441,6 +441,30 @@ def test_a_jump_draws_a_round_the_page_fetched_while_the_server_waits(page):
 
 
 @pytest.mark.skipif(not EXAMPLES, reason="no example traces installed")
+def test_a_button_clicked_after_a_typed_jump_shows_its_own_round(page):
+    """A round typed in the slider's box, then "|◀ first": round 0, whatever order the calls reach the server in.
+    Leaving the box sent the typed round again (Gradio's "release" on blur) beside the click's call; held here and let
+    through in the worse order, the round left behind won (CI: "first" never showed round 0)."""
+    n = len(json.loads(EXAMPLES[0].read_text())["rounds"])
+    show_example(page, EXAMPLES[0].stem)
+    go_to_round(page, n - 3)  # the box keeps the focus, as after a person's typing
+    held = []
+    page.route("**/gradio_api/**", lambda r: held.append(r) if r.request.method == "POST" else r.continue_())
+    try:
+        page.click("#rx-first")
+        page.wait_for_timeout(1000)  # every call that leaving the box and the click send
+        assert held, "the click sent no call"
+        for r in reversed(held):  # the click's own call first, the one sent before it last
+            r.continue_()
+            page.wait_for_timeout(300)
+    finally:
+        page.unroute("**/gradio_api/**")
+    page.wait_for_function(JS_ROUND_SETTLED, arg=0, timeout=20000)
+    page.wait_for_timeout(1000)  # an answer still out would land within this
+    assert page.evaluate(JS_ROUND_SETTLED, 0), (len(held), page.inner_text("#rx-caption")[:80])
+
+
+@pytest.mark.skipif(not EXAMPLES, reason="no example traces installed")
 def test_round_switch_times_with_the_lesson_views(page):
     """Figures, not assertions (GUIDE: speed targets live in measurements): next / prev (drawn from the browser's
     cache) and jumps (the slider's box) in the projector setting at phase 5, in ms from the click (a jump: the number
