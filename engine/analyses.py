@@ -367,8 +367,8 @@ def displaced(traces: Traces) -> dict:
             n_new = len(r.get("new_tokens", []))
             if alt is not None:
                 follow = committed[start:start + left]
-                mine = {tuple(p) for p in _token_paths(r["trie"]["tokens"], r["trie"]["parents"])}
-                alt_paths = _token_paths(alt["tokens"], alt["parents"])
+                mine = {tuple(p) for p in token_paths(r["trie"]["tokens"], r["trie"]["parents"])}
+                alt_paths = token_paths(alt["tokens"], alt["parents"])
                 a2 = max((len(p) - 1 for p in alt_paths if list(p[1:]) == follow[: len(p) - 1]), default=0)
                 hit = any(p not in mine and list(p[1:]) == follow[: len(p) - 1] for p in alt_paths)
                 c["rounds"] += 1
@@ -386,7 +386,7 @@ def displaced(traces: Traces) -> dict:
             "tau": _rate(c["tokens"], n), "ddtree_tau": _rate(c["alt_tokens"], n)}
 
 
-def _token_paths(tokens: list[int], parents: list[int]) -> list[tuple[int, ...]]:
+def token_paths(tokens: list[int], parents: list[int]) -> list[tuple[int, ...]]:
     """Every node's token path from the anchor (parents before children)."""
     out: list[tuple[int, ...]] = []
     for tok, p in zip(tokens, parents):

@@ -448,19 +448,24 @@ def test_a_button_clicked_after_a_typed_jump_shows_its_own_round(page):
     n = len(json.loads(EXAMPLES[0].read_text())["rounds"])
     show_example(page, EXAMPLES[0].stem)
     go_to_round(page, n - 3)  # the box keeps the focus, as after a person's typing
+    first = page.evaluate("() => window.gradio_config.dependencies.find(d => d.api_name === 'first_round').id")
     held = []
     page.route("**/gradio_api/**", lambda r: held.append(r) if r.request.method == "POST" else r.continue_())
     try:
         page.click("#rx-first")
-        page.wait_for_timeout(1000)  # every call that leaving the box and the click send
-        assert held, "the click sent no call"
-        for r in reversed(held):  # the click's own call first, the one sent before it last
-            r.continue_()
-            page.wait_for_timeout(300)
+        # until the click's own call is held: one that leaving the box sends goes before it
+        clicked = lambda: any((r.request.post_data_json or {}).get("fn_index") == first for r in held)  # noqa: E731
+        for _ in range(500):
+            if clicked():
+                break
+            page.wait_for_timeout(20)
+        assert clicked(), f"the click sent no call ({len(held)} held)"
+        for r in reversed(held):  # the click's own call first, the one sent before it last, each answered in turn
+            with page.expect_response(lambda res, q=r.request: res.request == q, timeout=20000):
+                r.continue_()
     finally:
         page.unroute("**/gradio_api/**")
-    page.wait_for_function(JS_ROUND_SETTLED, arg=0, timeout=20000)
-    page.wait_for_timeout(1000)  # an answer still out would land within this
+    page.wait_for_function(JS_ROUND_SETTLED, arg=0, timeout=20000)   # every answer is in by now
     assert page.evaluate(JS_ROUND_SETTLED, 0), (len(held), page.inner_text("#rx-caption")[:80])
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from engine.bench.siblings import _copy, child_block, sibling_counts, summary, watched_run
+from engine.bench.siblings import child_block, sibling_counts, summary, watched_run
 from engine.decode import DecodeConfig
 
 PROMPTS = ["Write a Python function that returns the sum of the squares of a list of numbers.",
@@ -44,7 +44,7 @@ def test_the_watched_run_is_the_run_and_its_states_draft_each_round_again(runs):
             if rec["block_size"] < 2:
                 continue
             with torch.inference_mode():
-                d = eng.draft(_copy(b.ctx), b.ctx_new, b.ctx_new[:0], [rec["anchor"]], rec["anchor_pos"],
+                d = eng.draft(b.ctx.copy(), b.ctx_new, b.ctx_new[:0], [rec["anchor"]], rec["anchor_pos"],
                               rec["block_size"], 0.0, None, True)
             assert d.tokens[0] == rec["baseline"], r
 

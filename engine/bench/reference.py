@@ -147,10 +147,8 @@ def engine_run(eng, ids: list[int], mode: str, max_new_tokens: int, nodes: int =
 def _paths(tokens: list[int], parents: list[int]) -> frozenset:
     """A tree as the set of its root-to-node token paths (the anchor left out); parents index `tokens`, -1
     for a child of the anchor, and precede their children."""
-    paths: list[tuple] = []
-    for tok, p in zip(tokens, parents):
-        paths.append((paths[p] if p >= 0 else ()) + (int(tok),))
-    return frozenset(paths)
+    from ..analyses import token_paths
+    return frozenset(token_paths([int(t) for t in tokens], parents))
 
 
 def stage_means(traces: list[dict]) -> dict[str, float]:

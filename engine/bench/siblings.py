@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ..analyses import token_paths
 from ..decode import DecodeConfig, Run
 from ..decode.kv import ContextKV
 from ..decode.round import decode_round, start
@@ -36,12 +37,6 @@ class Before:
     x: list[int]
     ctx: ContextKV
     ctx_new: torch.Tensor
-
-
-def _copy(ctx: ContextKV) -> ContextKV:
-    out = ContextKV()   # update() and crop() replace its tensors, never write into them: dicts suffice
-    out.k, out.v, out.keep = dict(ctx.k), dict(ctx.v), ctx.keep
-    return out
 
 
 def watched_run(eng, ids: list[int], cfg: DecodeConfig) -> tuple[list[dict], list[Before], list[torch.Tensor], list[int]]:
@@ -62,7 +57,7 @@ def watched_run(eng, ids: list[int], cfg: DecodeConfig) -> tuple[list[dict], lis
             first, st = start(eng, ids, rc, cfg.seed)
             out, recs, before = list(ids) + [first], [], []
             while not st.done:
-                before.append(Before(list(st.x), _copy(st.ctx), st.ctx_new))
+                before.append(Before(list(st.x), st.ctx.copy(), st.ctx_new))
                 rec, st = decode_round(eng, st, rc, len(recs))
                 recs.append(rec)
                 out += rec["new_tokens"]
@@ -75,7 +70,7 @@ def child_block(eng, b: Before, child_features: torch.Tensor, a_c: int, s1: int,
     """g_c: the block drafted at s1+1.. from the context before round r+1 plus one rejected child's features
     (at s1, where the bonus sits) and the target's token after it, as the engine drafts a shifted block g(1)."""
     with torch.inference_mode():
-        return eng.draft(_copy(b.ctx), b.ctx_new, child_features, [b.x[-1], a_c], s1, L, 0.0, None, True).tokens[1]
+        return eng.draft(b.ctx.copy(), b.ctx_new, child_features, [b.x[-1], a_c], s1, L, 0.0, None, True).tokens[1]
 
 
 def _agree(path: list[int], truth: list[int]) -> int:
@@ -85,14 +80,6 @@ def _agree(path: list[int], truth: list[int]) -> int:
             break
         n += 1
     return n
-
-
-def root_paths(tokens: list[int], parents: list[int]) -> list[list[int]]:
-    """Each node's tokens from the root (the anchor) to it; parents precede children."""
-    paths: list[list[int]] = []
-    for v, (t, p) in enumerate(zip(tokens, parents)):
-        paths.append((paths[p] if p >= 0 else []) + [t])
-    return paths
 
 
 def sibling_counts(eng, recs: list[dict], before: list[Before], feats: list[torch.Tensor], out: list[int]) -> dict:
@@ -111,7 +98,7 @@ def sibling_counts(eng, recs: list[dict], before: list[Before], feats: list[torc
         kids = [v for v in range(len(tokens)) if parents[v] == u]
         s1, L, b = nxt["anchor_pos"], nxt["block_size"], before[r + 1]
         truth = out[s1 + 1:]
-        paths = root_paths(nxt["trie"]["tokens"], nxt["trie"]["parents"])
+        paths = token_paths(nxt["trie"]["tokens"], nxt["trie"]["parents"])
         own = max(_agree(p[1:], truth) for p in paths)
         c["own_tree_agrees"] += own == nxt["accepted"]
         best = first = nxt["accepted"]
@@ -122,7 +109,7 @@ def sibling_counts(eng, recs: list[dict], before: list[Before], feats: list[torc
                 continue
             c["blocks_matching"] += 1
             g = child_block(eng, b, feats[r][v: v + 1], a_c, s1, L)
-            got = max(_agree((p + g[1:])[1:], truth) for p in sites)
+            got = max(_agree([*p[1:], *g[1:]], truth) for p in sites)
             best = max(best, got)
             first = max(first, got) if k == 0 else first
         c["rounds"] += 1

@@ -35,6 +35,13 @@ class ContextKV:
             self.k[layer], self.v[layer] = k[:1, :, : self.keep], v[:1, :, : self.keep]
         return k_all, v_all
 
+    def copy(self) -> "ContextKV":
+        """A cache that a drafter call can extend without touching this one: update() and crop() replace its
+        tensors, never write into them, so new dicts suffice."""
+        out = ContextKV()
+        out.k, out.v, out.keep = dict(self.k), dict(self.v), self.keep
+        return out
+
     def crop(self, n: int) -> None:
         """Keep the first n context positions."""
         for layer in self.k:
