@@ -155,14 +155,16 @@ const prepare = (r) => {
   park(d, width);
 };
 // the other rounds of a finished trace, fetched while the page is idle, nearest the shown round first; one request
-// at a time, PER_FETCH rounds each; given up once the key changes (the server answers no rounds for an old key)
-let fetching = null;
+// at a time, PER_FETCH rounds each; given up once the key changes (the server answers no rounds for an old key).
+// A round shown while a sequence runs re-aims it (`want` is shared): a far jump used to wait for the old sequence,
+// whose end started no new one, so the rounds around the jump were never fetched
+let fetching = null, want = [];
 const fetchAhead = (src, key, around, n) => {
-  if (fetching === key + src) return;
-  fetching = key + src;
-  const want = [];
+  want = [];
   for (let d = 1; want.length < Math.min(n - 1, WINDOW); d++)
     for (const r of [around + d, around - d]) if (r >= 0 && r < n && want.length < WINDOW) want.push(r);
+  if (fetching === key + src) return;
+  fetching = key + src;
   const next = () => {
     while (want.length && cache.has(want[0])) want.shift();
     if (!want.length || cacheKey !== key) { if (fetching === key + src) fetching = null; return; }

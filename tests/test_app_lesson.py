@@ -579,3 +579,33 @@ def test_a_round_held_longest_shows_again_after_many_were_fetched(page, tmp_path
     finally:
         page.evaluate("() => { window.__rxNoCache = false; }")
     assert not errors, errors
+
+
+def test_a_far_jump_while_the_page_fetches_gets_the_rounds_around_it(page, tmp_path):
+    """A jump far from the round the page is fetching around re-aims the fetching: the page used to finish the old
+    window first and then start none, so the rounds around the jump were never held (a CI run: 60 s waiting for
+    them). The first fetch is held here until the jump's answer is in, so the old sequence is still running."""
+    from app.page import PREFETCH_ROUNDS
+    from test_app_trace_bounds import chain_trace
+
+    n = 2 * PREFETCH_ROUNDS + 100
+    held, holding = [], [True]
+    page.route("**/rx/rounds/**", lambda r: held.append(r) if holding[0] else r.continue_())
+    try:
+        load_trace(page, chain_trace(n, L=4), tmp_path / "far.json")
+        r0 = int(page.locator("#rx-slider input[type=number]").input_value())
+        for _ in range(500):   # until the page's first fetch is out (and held)
+            if held:
+                break
+            page.wait_for_timeout(20)
+        assert held, "the page fetched no rounds"
+        far = r0 + PREFETCH_ROUNDS + 60 if r0 + PREFETCH_ROUNDS + 60 < n else r0 - PREFETCH_ROUNDS - 60
+        go_to_round(page, far)
+        holding[0] = False
+        for r in held:
+            r.continue_()
+        page.wait_for_function("f => [f - 1, f + 1].every((r) => window.__rxHeld().includes(r))", arg=far,
+                               timeout=30000)
+    finally:
+        holding[0] = False
+        page.unroute("**/rx/rounds/**")
