@@ -74,7 +74,8 @@ def round_record(i: int, s: int, L: int, baseline: list[int], shifted: dict[int,
                  paths: list, trie, chain: list[int], bonus: int, new: list[int], top1: list[int], m: int,
                  draft_ms: float, verify_ms: float, round_ms: float, facts: dict | None = None,
                  budget: dict | None = None, q: list[list[float]] | None = None, notes: dict | None = None) -> dict:
-    """One round as the schema above (docs/trace-format.md) records it. `facts`: per trie node lists
+    """One round as the schema above (docs/trace-format.md) records it; the times (ms) are kept as given (rounded,
+    to 3 decimals, by the caller, which sets them again with the record's own). `facts`: per trie node lists
     (block, rank, prob, score) kept in the record's "trie"; `budget`: what the cost budget chose; `q`:
     per drafted row (the baseline, then the shifted blocks by d), each draft's probability under the law
     it was drawn from; None for argmax drafts. `notes` (drafters with a head, round.head_notes):
@@ -93,8 +94,10 @@ def round_record(i: int, s: int, L: int, baseline: list[int], shifted: dict[int,
                  "provenance": trie.provenance, **(facts or {})},
         "accepted_nodes": chain, "accepted": len(chain) - 1, "bonus": bonus,
         "new_tokens": new, "target_top1": top1, "retained": m,
-    } | _conf(conf, 0)
-    rec["draft_ms"], rec["verify_ms"], rec["round_ms"] = rounded((draft_ms, verify_ms, round_ms), 3)
+    }
+    if conf:
+        rec |= _conf(conf, 0)
+    rec["draft_ms"], rec["verify_ms"], rec["round_ms"] = draft_ms, verify_ms, round_ms   # rounded by the caller
     if budget is not None:
         rec["budget"] = budget
     if "backbone" in notes:

@@ -75,8 +75,9 @@ def test_ddtree_mode_builds_ddtree_generates_trees(kind, seed, n):
 
 
 def test_the_reference_loop_runs_on_the_models_without_the_engines_hooks():
-    # the bench times dflash_generate on the engine's own models: it must not pay for the engine's feature hooks
-    # and stop checks there (a layer with a hook takes nn.Module's slow path), and the engine gets them back after
+    # the bench times dflash_generate on the engine's own models: it must not pay for the engine's feature hooks,
+    # stop checks and rotary lookups there (a layer with a hook takes nn.Module's slow path; a forward set on a
+    # module is a check per call), nor get their speed, and the engine gets them back after
     from engine.bench.reference import reference_run
 
     eng = Engine(tiny_models("qwen3", 2), draft_head_dtype=None)

@@ -104,12 +104,18 @@ def _dflash2(drafter, hidden, anchors, head, T: float, gen, argmax: bool) -> Pro
 
 def propose(drafter, hidden: torch.Tensor, anchors: torch.Tensor, head: Callable, T: float, gen,
             argmax: bool) -> Proposal:
-    """Draft positions 1..L-1 of every row."""
-    if hasattr(drafter, "propose_blocks"):
+    """Draft positions 1..L-1 of every row. The drafter's kind is looked up once (a failed hasattr on a module
+    raises inside nn.Module.__getattr__: two cost a small model's round a few us)."""
+    kind = drafter.__dict__.get("_draft_kind")
+    if kind is None:
+        kind = drafter.__dict__["_draft_kind"] = (
+            "sequential" if hasattr(drafter, "propose_blocks") else
+            "dflash2" if hasattr(drafter, "candidate_selector") else "dflash")
+    if kind == "dflash":
+        return _dflash(drafter, hidden, head, T, gen, argmax)
+    if kind == "sequential":
         return drafter.propose_blocks(hidden, anchors, head, T, gen, argmax)
-    if hasattr(drafter, "candidate_selector"):
-        return _dflash2(drafter, hidden, anchors, head, T, gen, argmax)
-    return _dflash(drafter, hidden, head, T, gen, argmax)
+    return _dflash2(drafter, hidden, anchors, head, T, gen, argmax)
 
 
 def block_offset(drafter) -> int:
@@ -195,5 +201,6 @@ def _argmax_chain_facts(logits: torch.Tensor, block: list[int]) -> dict[str, lis
     op costs as much as the arithmetic), and its score the running sum along the chain."""
     lq = torch.log_softmax(logits, -1).amax(-1).tolist()
     scores = [0.0, *itertools.accumulate(lq)]   # path_scores along a chain, summed in the same order
-    return {"block": block, "rank": [0] * len(block), "prob": [1.0] + rounded([math.exp(x) for x in lq], 6),
+    exp = math.exp
+    return {"block": block, "rank": [0] * len(block), "prob": [1.0, *rounded([exp(x) for x in lq], 6)],
             "score": rounded(scores, 4)}

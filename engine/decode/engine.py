@@ -11,7 +11,9 @@ import torch
 
 from ..errors import InputError
 from ..models import Models, chat_ids, stop_token_ids
+from ..models import rotary
 from ..models.features import context_features
+from ..models.rotary import tabled
 from ..models.variants import draft_value
 from ..trie import Trie, build_trie
 from .config import DecodeConfig
@@ -60,7 +62,10 @@ class Engine:
                     else None
             hd = self.draft_head_dtype = draft_head_dtype or self.draft_dtype
             if head.weight.dtype == hd and hd == self.draft_dtype:
-                self.draft_head = head
+                # a plain Linear without hooks as its own matmul: nn.Module's call costs a small model's round
+                # a few us; anything else (tied, quantised, offloaded heads) is called as the module
+                plain = type(head) is torch.nn.Linear and not (head._forward_hooks or head._forward_pre_hooks)
+                self.draft_head = (lambda h: torch.nn.functional.linear(h, head.weight, head.bias)) if plain else head
             else:
                 w = head.weight.detach().to(hd)
                 # 2-D input: a 3-D bf16 input with batch 1 copies the whole weight per call (bmm path)
@@ -69,6 +74,7 @@ class Engine:
             if hasattr(d, "use_target_embeddings"):  # a head that reads the target's token embeddings
                 d.use_target_embeddings(self.draft_embed)
         self.window, self.all_sliding = sliding_window(t.config)
+        rotary.install(t, d)   # cos and sin looked up inside the model calls below (engine/models/rotary.py)
 
     # -- text -----------------------------------------------------------------------------------
     def encode_prompt(self, prompt: str) -> list[int]:
@@ -102,11 +108,12 @@ class Engine:
         # and verify() cuts their mask to the window instead.
         return DynamicCache() if self.window else DynamicCache(config=self.models.target.config)
 
-    def target_forward(self, ids, positions, mask, cache, last_only: bool = False):
-        """(fp32 logits, drafter features); `last_only`: the last position's logits alone (a prefill reads
-        no other: a 2,000-token prompt over a 152 k vocabulary would make 1.2 GB of them)."""
+    def target_forward(self, ids, positions, mask, cache, upto: int = 0, last_only: bool = False):
+        """(fp32 logits, drafter features); every position is below `upto` (rotary.tabled; 0: the rotary modules
+        compute cos and sin themselves); `last_only`: the last position's logits alone (a prefill reads no other: a
+        2,000-token prompt over a 152 k vocabulary would make 1.2 GB of them)."""
         keep = {"logits_to_keep": 1} if last_only else {}
-        with context_features(self.models.target, self.layer_ids) as features:
+        with context_features(self.models.target, self.layer_ids) as features, tabled(upto):
             out = self.models.target(input_ids=ids, position_ids=positions, attention_mask=mask,
                                      past_key_values=cache, use_cache=True, **keep)
         return out.logits.float(), features(out.logits)
@@ -117,7 +124,7 @@ class Engine:
         dev = self.models.device
         cache = self.new_cache()
         ids = ids_tensor(list(prompt_ids), dev)[None]
-        logits, feats = self.target_forward(ids, torch.arange(len(prompt_ids), device=dev)[None], None, cache,
+        logits, feats = self.target_forward(ids, position_ids(0, len(prompt_ids), dev), None, cache, len(prompt_ids),
                                             last_only=True)
         return logits[0], feats[0], cache
 
@@ -126,9 +133,9 @@ class Engine:
         `masks`: the run's mask buffer (a round writes its tree block into it; None: a fresh mask)."""
         dev, dt = self.models.device, self.models.dtype
         n = len(trie)
-        ids = ids_tensor(trie.tokens, dev)[None]
+        ids = ids_tensor([trie.tokens], dev)
         chain = trie.depths[-1] == n - 1   # depths never exceed ids: only a chain reaches n - 1
-        positions = torch.arange(s, s + n, device=dev)[None] if chain else (ids_tensor(trie.depths, dev) + s)[None]
+        positions = position_ids(s, s + n, dev) if chain else (ids_tensor(trie.depths, dev) + s)[None]
         mask = None
         if n > 1 and masks is not None and not self.window:
             mask = masks.chain(s, n, dt, dev) if chain else masks.mask(trie.parents, s, dt, dev, trie.sizes)
@@ -141,7 +148,7 @@ class Engine:
                 k = torch.cat([torch.arange(s, device=dev), q])
                 near = additive(visible & (q[:, None] - k[None, :] < self.window), dt)
                 mask = near if self.all_sliding else {"full_attention": mask, "sliding_attention": near}
-        logits, feats = self.target_forward(ids, positions, mask, cache)
+        logits, feats = self.target_forward(ids, positions, mask, cache, s + n)   # depth < n: position < s + n
         return logits[0], feats[0]
 
     @staticmethod
@@ -178,7 +185,7 @@ class Engine:
         noise = torch.nn.functional.embedding(block if n_in == L else block[:, :n_in], self.draft_embed)
         noise = noise * self.embed_scale if self.embed_scale != 1.0 else noise
         if n == 1 and not r:  # the baseline alone: context and block positions run on
-            pos = torch.arange(s - c, s + n_in, device=dev)[None]
+            pos = position_ids(s - c, s + n_in, dev)
         else:
             d = torch.arange(n, device=dev)[:, None]
             pos = torch.cat([torch.arange(s - c, s + r, device=dev)[None].expand(n, -1),
@@ -190,15 +197,17 @@ class Engine:
             vis[:, 0, :, cached + c: cached + c + r] = (torch.arange(r, device=dev)[None] < d)[:, None]
             mask = vis
         ctx.keep = c
-        out = m.drafter(target_hidden=hidden, noise_embedding=noise, position_ids=pos,
-                        attention_mask=mask, past_key_values=ctx, use_cache=True)[:, self.offset:]
+        with tabled(s + n + n_in):   # row d's block ends at s + d + n_in - 1
+            out = m.drafter(target_hidden=hidden, noise_embedding=noise, position_ids=pos,
+                            attention_mask=mask, past_key_values=ctx, use_cache=True)[:, self.offset:]
         out = out.contiguous()  # a strided bf16 input sends the vocab projection down a 60x slower path
         p = propose(m.drafter, out, block[:, 0], self.draft_head, T, gen, argmax)
-        block[:, 1:] = p.tokens
+        # each row as a list, its anchor first: list work, where writing the tokens into `block` was a tensor op
+        tokens = [[a, *row] for a, row in zip(anchors, p.tokens.tolist())]
         backbone = None
         if p.backbone is not None:
-            backbone = torch.cat([block[:, :1], p.backbone], 1).tolist()
-        return Drafts(block.tolist(), p.logits, p.probs, p.confidence, backbone, p.argmax)
+            backbone = [[a, *row] for a, row in zip(anchors, p.backbone.tolist())]
+        return Drafts(tokens, p.logits, p.probs, p.confidence, backbone, p.argmax)
 
     @staticmethod
     def new_masks() -> "TreeMask":
@@ -289,6 +298,21 @@ def tree_mask(parents: list[int], depth: int, device=None) -> torch.Tensor:
     return mask
 
 
+# Positions 0, 1, 2, ... per device, shared by every run as dflash_generate shares one arange: a round's
+# position ids are a view of it (torch.arange and its [None] were two ops a model call).
+_POSITIONS: dict[torch.device, torch.Tensor] = {}
+
+
+def position_ids(a: int, b: int, device) -> torch.Tensor:
+    """[[a, a+1, ..., b-1]] (int64, shape (1, b - a)): a view of the shared buffer, never to be written."""
+    buf = _POSITIONS.get(device)
+    if buf is None or buf.shape[1] < b:
+        with torch.inference_mode(False):   # a plain tensor: usable outside inference mode too
+            buf = torch.arange(max(b, 4096, 2 * (0 if buf is None else buf.shape[1])), device=device)[None]
+        _POSITIONS[device] = buf
+    return buf.narrow(1, a, b - a)
+
+
 MASK_ALIGN = 16   # elements: a mask view's start and row stride (CUDA's memory-efficient attention loads the
                   # mask in 16-byte vectors and faults, "misaligned address", on a view starting between them)
 
@@ -331,7 +355,10 @@ class TreeMask:
                 buf[r, :, K + r: K + r + rows].fill_(torch.finfo(dtype).min).triu_(1)
             _CHAIN_PLANES[key] = (K, buf)
         r = (s - K) % MASK_ALIGN
-        return buf[r, :n, K + r - s: K + r + n][None, None]
+        # buf[r, :n, K + r - s: K + r + n][None, None] as one op (indexing it was four on the host)
+        rows, cols = buf.shape[1:]
+        return buf.as_strided((1, 1, n, s + n), (n * cols, n * cols, cols, 1),
+                              buf.storage_offset() + r * rows * cols + K + r - s)
 
     def mask(self, parents: list[int], s: int, dtype: torch.dtype, device,
              sizes: list[int] | None = None) -> torch.Tensor:

@@ -16,7 +16,7 @@ The model calls are the Engine's; everything else is pure bookkeeping over token
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Protocol
 
 import torch
@@ -24,7 +24,7 @@ import torch
 from ..attach import proposal
 from ..options import DEFAULT_TREE_NODES, MAX_TRIE_NODES, TREE_MODES, UNSHIFTED_MODES
 from ..sampling import speculative_accept
-from ..trace import round_record, rounded
+from ..trace import STAGES, round_record, rounded
 from ..tree import best_nodes, prune, tree_proposal
 from ..trie import accept, retained_path
 from .drafting import confidences, node_facts, ranked
@@ -56,7 +56,8 @@ class State:
     """What a round needs from the rounds before it (docs/algorithm.md, steps 0 and 6).
 
     `cache` (target K/V, positions < s) and `ctx` (drafter context K/V) are updated in place by the
-    model calls; every other field is replaced by the round that follows."""
+    model calls; every other field is replaced by the round that follows (decode_round names every field when it
+    builds the next State: a new field must be passed there too)."""
     x: list[int]                  # committed tokens, prompt included; x[-1] is the anchor x[s]
     cache: object
     ctx: ContextKV
@@ -160,17 +161,18 @@ def decode_round(eng: ModelCalls, st: State, rc: RoundConfig, index: int) -> tup
     # 5. retain: the first path through the accepted chain, its nodes past the chain
     rest = trie.path_nodes[retained_path(trie, chain)][len(chain):]
     a_d = [target_token(n) for n in rest]
-    nxt = replace(st, x=st.x + new, ctx_new=rows(feats, chain), R=rows(feats, rest), a_d=a_d, done=done)
+    # built directly: dataclasses.replace re-reads every field (twice the cost, a us a round)
+    nxt = State(x=st.x + new, cache=st.cache, ctx=st.ctx, ctx_new=rows(feats, chain), R=rows(feats, rest), a_d=a_d,
+                gen=st.gen, rng=st.rng, done=done, masks=st.masks)
     tr = eng.sync_time()
-    stages = {"draft": (td - t0) * 1e3, "build": (tv - td) * 1e3, "verify": (ta - tv) * 1e3,
-              "accept": (tr - ta) * 1e3}
+    # the times come last, when the record's own is known: 0.0 until then
     rec = round_record(index, s, L, baseline, shifted, info, paths, trie, chain, bonus, new, top1,
-                       len(rest), stages["draft"], stages["verify"], 0.0, facts,
-                       chosen, q, head_notes(drafts, offsets))
+                       len(rest), 0.0, 0.0, 0.0, facts, chosen, q, head_notes(drafts, offsets))
     te = eng.sync_time()
-    stages["record"] = (te - tr) * 1e3
-    rec["stages_ms"] = dict(zip(stages, rounded(stages.values(), 3)))
-    rec["round_ms"] = rounded(((te - t0) * 1e3,), 3)[0]
+    ms = rounded(((td - t0) * 1e3, (tv - td) * 1e3, (ta - tv) * 1e3, (tr - ta) * 1e3, (te - tr) * 1e3,
+                  (te - t0) * 1e3), 3)
+    rec["draft_ms"], rec["verify_ms"], rec["round_ms"] = ms[0], ms[2], ms[5]
+    rec["stages_ms"] = dict(zip(STAGES, ms))
     return rec, nxt
 
 
@@ -229,7 +231,7 @@ def speculative(paths: list, trie, logits: torch.Tensor, drafts, q: list[list[fl
 def head_notes(drafts, offsets: list[int]) -> dict:
     """What a drafter with a head adds to the record: per row (0: baseline, else d) its confidence,
     and where a sequential head changed the backbone's own token, that token."""
-    if drafts is None:
+    if drafts is None or (drafts.confidence is None and drafts.backbone is None):
         return {}
     rows = [0] + offsets
     notes = {}

@@ -68,19 +68,24 @@ def untapped(target) -> Iterator[None]:
             tap.handles = {l: tap.body.layers[l].register_forward_hook(tap.keep(l)) for l in tap.handles}
 
 
-@contextmanager
-def context_features(target, layer_ids: list[int]) -> Iterator[Callable[[torch.Tensor], torch.Tensor]]:
+class context_features:
     """Within the block, forwards of `target` on this thread record the requested layers' outputs; the
     yielded function returns them concatenated (the last dimension), or `like[..., :0]` when no layer
-    is requested."""
-    ids = tuple(layer_ids)
-    local = _tap(target, ids).local
-    got = local.got = {}
+    is requested. A class, not a generator context manager: every verify enters one."""
 
-    def features(like: torch.Tensor) -> torch.Tensor:
+    __slots__ = ("ids", "local", "got")
+
+    def __init__(self, target, layer_ids: list[int]):
+        self.ids = tuple(layer_ids)
+        self.local = _tap(target, self.ids).local
+
+    def __enter__(self) -> Callable[[torch.Tensor], torch.Tensor]:
+        self.got = self.local.got = {}
+        return self.features
+
+    def __exit__(self, *exc) -> None:
+        self.local.got = None
+
+    def features(self, like: torch.Tensor) -> torch.Tensor:
+        got, ids = self.got, self.ids
         return torch.cat([got[l] for l in ids], -1) if ids else like[..., :0]
-
-    try:
-        yield features
-    finally:
-        local.got = None
