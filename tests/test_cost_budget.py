@@ -118,3 +118,22 @@ def test_the_auto_node_budget_takes_plain_steps_where_no_tree_pays(monkeypatch, 
     cheap = dict(draft_n=[1, 16], draft_ms=[0.0, 0.0], verify_n=[1, 128], verify_ms=[1.0, 1.0])
     _, _, rounds = _run(monkeypatch, cfg, costs=cheap)
     assert not [r for r in rounds if r["budget"].get("plain")] and all(r["draft_ms"] > 0 for r in rounds)
+
+
+def test_an_exploring_round_does_not_turn_the_budget_to_plain_steps(monkeypatch):
+    """reanchor-tree-auto where shifted rows cost a lot to draft (each extra row 20 ms) and a tree of g(0) alone
+    pays: the budget drafts no shifted block but in every EXPLORE_EVERY-th round, which drafts them all to keep
+    their estimates fresh. That round's extra rows are the price of exploring, not evidence that drafting loses to
+    a plain step: the rounds after it still draft (before, its cost pulled the plain-or-draft edge below zero and
+    the next rounds went plain). The same costs in ddtree-auto: no plain step either."""
+    costs = dict(draft_n=[1, 2, 16], draft_ms=[0.0, 20.0, 300.0], verify_n=[1, 128], verify_ms=[1.0, 1.0])
+    cfg = DecodeConfig(mode="reanchor-tree", max_new_tokens=60, max_shifted="auto", max_trie_nodes="auto",
+                       ignore_eos=True, calibration="fixed")
+    _, _, rounds = _run(monkeypatch, cfg, costs=costs)
+    explored = [r for r in rounds if r["shifted"]]
+    assert explored, "no round explored its shifted blocks: the test would prove little"
+    assert all(r["budget"]["shifted"] == r["budget"]["available"] for r in explored)
+    assert not [r for r in rounds if r["budget"].get("plain")], [r["budget"] for r in rounds]
+    _, _, rounds = _run(monkeypatch, DecodeConfig(mode="ddtree", max_new_tokens=60, max_trie_nodes="auto",
+                                                  ignore_eos=True, calibration="fixed"), costs=costs)
+    assert not [r for r in rounds if r["budget"].get("plain")]

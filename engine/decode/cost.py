@@ -41,7 +41,8 @@ drafting to check.
 The engine drafts offsets d = 1..k (the nearest retained states first). Callers build the budget
 (`budget_for(engine, cfg)`) and hand it to `engine.run`; the engine never imports this module. Gains start from an
 optimistic prior so that unexplored offsets get tried, and every EXPLORE_EVERY-th round drafts
-every offset so that estimates stay fresh. None of this touches verification: any budget is
+every offset so that estimates stay fresh (its extra rows do not count against drafting in the plain-or-draft
+edge: they are the price of exploring). None of this touches verification: any budget is
 lossless; it only changes which proposals are verified.
 """
 from __future__ import annotations
@@ -334,13 +335,14 @@ class Budget:
         self.picks: list[tuple[int, int, int | None]] = []   # (m, k, n_nodes) per round
         self.edge = 0.0     # log(best tree's expected rate / a plain step's), a moving average over drafted rounds
         self.asked = 0      # rounds that asked `drafts`
+        self.usual = 0      # shifted blocks the budget chose this round before any exploring
 
     def shifted(self, m_available: int) -> tuple[int, int | None]:
         """(k shifted blocks, a node cap for chain modes without a node budget of their own)."""
+        k, n = choose_budget(self.prof, self.stats, m_available)
+        self.usual = k                    # what a round drafts when it does not explore (Budget.nodes' edge)
         if m_available and len(self.picks) % EXPLORE_EVERY == EXPLORE_EVERY - 1:
             k, n = m_available, None      # explore: keep every offset's estimate honest
-        else:
-            k, n = choose_budget(self.prof, self.stats, m_available)
         self.picks.append((m_available, k, n))
         return k, n
 
@@ -348,8 +350,12 @@ class Budget:
     def nodes(self, scores: list[float], drafted: int) -> dict:
         """The node budget for candidates with drafter scores `scores` (best first): {"nodes" (anchor
         included), "expected_tokens", "expected_ms"}."""
-        n, e, t = choose_nodes(self.prof, self.stats, self.calib.estimates(scores), drafted)
-        self.edge += PLAIN_EMA * (math.log(e / t * self.plain_ms()) - self.edge)
+        est = self.calib.estimates(scores)
+        n, e, t = choose_nodes(self.prof, self.stats, est, drafted)
+        # the plain-or-draft edge weighs a round as the budget drafts it, not an exploring round's extra rows:
+        # those are the price of fresh estimates, not evidence that drafting loses to a plain step
+        _, ue, ut = (e, e, t) if drafted <= 1 + self.usual else choose_nodes(self.prof, self.stats, est, 1 + self.usual)
+        self.edge += PLAIN_EMA * (math.log(ue / ut * self.plain_ms()) - self.edge)
         return {"nodes": n + 1, "expected_tokens": round(e, 3), "expected_ms": round(t, 2)}
 
     def plain_ms(self) -> float:
