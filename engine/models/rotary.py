@@ -1,6 +1,5 @@
 """Rotary tables: a model's cos and sin looked up per position, where Hugging Face's rotary modules compute them
-again at every model call (a dozen ops: 21 us of a small model's call on this CPU, as many launches on a GPU; the
-lookup is two ops, 4 us).
+again at every model call (a dozen ops: 21 us of a small model's call on this CPU; the lookup is two ops, 4 us).
 
 Static RoPE (STATIC: inv_freq and the attention scaling never change with the sequence) gives position p the
 same cos and sin whatever else is in the call: each angle is one product inv_freq[i] * p. So a table the module
