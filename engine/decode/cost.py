@@ -354,7 +354,7 @@ class Budget:
         n, e, t = choose_nodes(self.prof, self.stats, est, drafted)
         # the plain-or-draft edge weighs a round as the budget drafts it, not an exploring round's extra rows:
         # those are the price of fresh estimates, not evidence that drafting loses to a plain step
-        _, ue, ut = (e, e, t) if drafted <= 1 + self.usual else choose_nodes(self.prof, self.stats, est, 1 + self.usual)
+        ue, ut = (e, t) if drafted <= 1 + self.usual else choose_nodes(self.prof, self.stats, est, 1 + self.usual)[1:]
         self.edge += PLAIN_EMA * (math.log(ue / ut * self.plain_ms()) - self.edge)
         return {"nodes": n + 1, "expected_tokens": round(e, 3), "expected_ms": round(t, 2)}
 

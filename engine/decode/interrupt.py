@@ -17,6 +17,8 @@ from contextlib import contextmanager
 
 import torch
 
+from ..threadvar import setting
+
 _local = threading.local()
 _lock = threading.Lock()
 _ctrl_c = threading.Event()   # the CLI's Ctrl-C, once pressed (catch_ctrl_c)
@@ -97,18 +99,6 @@ def unchecked(*models):
             m.forward = types.MethodType(_checked_forward, m)
 
 
-class watching:
-    """Model calls in this block raise Interrupted once `stop` is set. A class, not a generator context manager:
-    the loop enters one every round, and @contextmanager's generator costs a small model's round a few us."""
-
-    __slots__ = ("stop", "before")
-
-    def __init__(self, stop: threading.Event):
-        self.stop = stop
-
-    def __enter__(self) -> None:
-        self.before = getattr(_local, "stop", None)
-        _local.stop = self.stop
-
-    def __exit__(self, *exc) -> None:
-        _local.stop = self.before
+def watching(stop: threading.Event) -> setting:
+    """Model calls in this block raise Interrupted once `stop` is set."""
+    return setting(_local, "stop", stop)

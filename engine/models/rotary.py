@@ -19,24 +19,15 @@ import types
 
 import torch
 
+from ..threadvar import setting
+
 STATIC = frozenset({"default", "linear", "llama3", "yarn"})   # dynamic and longrope rescale with the length
 _local = threading.local()
 
 
-class tabled:
+def tabled(upto: int) -> setting:
     """Rotary modules called on this thread inside the block look their cos and sin up: every position < upto."""
-
-    __slots__ = ("upto", "before")
-
-    def __init__(self, upto: int):
-        self.upto = upto
-
-    def __enter__(self) -> None:
-        self.before = getattr(_local, "upto", 0)
-        _local.upto = self.upto
-
-    def __exit__(self, *exc) -> None:
-        _local.upto = self.before
+    return setting(_local, "upto", upto)
 
 
 def _static(m: torch.nn.Module) -> bool:
@@ -74,7 +65,7 @@ def untabled(*models):
 
 
 def _forward(self, x: torch.Tensor, position_ids: torch.Tensor):
-    upto = getattr(_local, "upto", 0)
+    upto = getattr(_local, "upto", None)
     tab = self.__dict__["_rotary_table"]
     if upto and tab is not False:
         if tab is None or tab[0] is not self.inv_freq or tab[1].shape[0] < upto:
