@@ -103,10 +103,12 @@ def reference_run(mode: str, models, ids: list[int], max_new_tokens: int, ddtree
     x = torch.tensor([ids], device=dev)
     from ..decode.interrupt import unchecked
     from ..models.features import untapped
+    from ..models.onednn import linears
     from ..models.rotary import untabled
-    # the models as the authors' code finds them: without the engine's stop checks, feature hooks and rotary tables
+    # the models as the authors' code finds them: without the engine's stop checks, feature hooks and rotary tables;
+    # with the engine's matmul kernels (onednn.py), so that both sides round alike and their trees can be compared
     with _cpu_clocks(dev, ddtree), torch.inference_mode(), unchecked(models.target, models.drafter), \
-            untapped(models.target), untabled(models.target, models.drafter):
+            untapped(models.target), untabled(models.target, models.drafter), linears():
         t0 = _clock(dev)
         if mode == "dflash":
             from dflash.model import dflash_generate

@@ -11,9 +11,10 @@ import torch
 
 from ..errors import InputError
 from ..models import Models, chat_ids, stop_token_ids
-from ..models import rotary
+from ..models import onednn, rotary
 from ..models.features import context_features
 from ..models.rotary import tabled
+from ..models.onednn import linears
 from ..models.variants import draft_value
 from ..trie import Trie, build_trie
 from .config import DecodeConfig
@@ -48,6 +49,7 @@ class Engine:
         self.offset = block_offset(d) if d is not None else 1
         self.block_size = d.block_size + 1 - self.offset if d is not None else None
         self.draft_dtype = self.draft_head_dtype = None
+        onednn.install(t, d)   # large fp32 CPU linears through oneDNN inside the model calls (engine/models/onednn.py)
         if d is not None:
             self.mask_id = int(d.mask_token_id)
             self.embed_scale = float(draft_value(d.config, "input_embedding_scale", 1.0))
@@ -65,6 +67,7 @@ class Engine:
                 # a plain Linear without hooks as its own matmul: nn.Module's call costs a small model's round
                 # a few us; anything else (tied, quantised, offloaded heads) is called as the module
                 plain = type(head) is torch.nn.Linear and not (head._forward_hooks or head._forward_pre_hooks)
+                plain = plain and "_onednn" not in head.__dict__   # a routed head is called as the module
                 self.draft_head = (lambda h: torch.nn.functional.linear(h, head.weight, head.bias)) if plain else head
             else:
                 w = head.weight.detach().to(hd)
@@ -113,7 +116,7 @@ class Engine:
         compute cos and sin themselves); `last_only`: the last position's logits alone (a prefill reads no other: a
         2,000-token prompt over a 152 k vocabulary would make 1.2 GB of them)."""
         keep = {"logits_to_keep": 1} if last_only else {}
-        with context_features(self.models.target, self.layer_ids) as features, tabled(upto):
+        with context_features(self.models.target, self.layer_ids) as features, tabled(upto), linears():
             out = self.models.target(input_ids=ids, position_ids=positions, attention_mask=mask,
                                      past_key_values=cache, use_cache=True, **keep)
         return out.logits.float(), features(out.logits)
@@ -197,11 +200,11 @@ class Engine:
             vis[:, 0, :, cached + c: cached + c + r] = (torch.arange(r, device=dev)[None] < d)[:, None]
             mask = vis
         ctx.keep = c
-        with tabled(s + n + n_in):   # row d's block ends at s + d + n_in - 1
+        with tabled(s + n + n_in), linears():   # row d's block ends at s + d + n_in - 1
             out = m.drafter(target_hidden=hidden, noise_embedding=noise, position_ids=pos,
                             attention_mask=mask, past_key_values=ctx, use_cache=True)[:, self.offset:]
-        out = out.contiguous()  # a strided bf16 input sends the vocab projection down a 60x slower path
-        p = propose(m.drafter, out, block[:, 0], self.draft_head, T, gen, argmax)
+            out = out.contiguous()  # a strided bf16 input sends the vocab projection down a 60x slower path
+            p = propose(m.drafter, out, block[:, 0], self.draft_head, T, gen, argmax)
         # each row as a list, its anchor first: list work, where writing the tokens into `block` was a tensor op
         tokens = [[a, *row] for a, row in zip(anchors, p.tokens.tolist())]
         backbone = None
