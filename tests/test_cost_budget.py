@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from engine.analyses import round_gain
 from engine.decode import DecodeConfig, Engine
 from engine.decode import cost
 from engine.options import DEFAULT_TREE_NODES
@@ -27,7 +28,7 @@ def _run(monkeypatch, cfg: DecodeConfig, seed: int = 1, costs: dict = FREE_DRAFT
 def test_a_fixed_tree_charges_a_shifted_block_its_drafting_only(monkeypatch):
     """reanchor-tree, max_shifted="auto", the tree's default node budget: every round verifies
     DEFAULT_TREE_NODES nodes whatever k, so with free drafting and a positive gain estimate for every
-    offset (the optimistic prior keeps it positive) drafting every retained block is the best rate.
+    offset (the prior keeps it positive) drafting every retained block is the best rate.
     The old estimate charged each block (32 - B) / k nodes of verification and drafted fewer."""
     cfg = DecodeConfig(mode="reanchor-tree", max_new_tokens=40, max_shifted="auto", ignore_eos=True)
     eng, budget, rounds = _run(monkeypatch, cfg)
@@ -143,14 +144,13 @@ def test_an_unproven_shifted_block_is_drafted_only_to_explore(monkeypatch):
     """Where a shifted row costs a fifth of a round (10 ms a row against a 45 ms round, in the range of this CPU's
     2.5-3 ms against 45-75), the budget does not pay for a block that has not gained yet: before evidence its gain
     is the prior's 0.1 tokens, below what the row costs. Every EXPLORE_EVERY-th round still drafts every retained
-    block, and an offset seen gaining there may be drafted after it. With the old prior (0.5 tokens a block) each run drafted a block
-    in its first rounds until enough of them had gained nothing."""
+    block, and an offset seen gaining there may be drafted after it. With the old prior (0.5 tokens a block)
+    each run drafted a block in its first rounds until enough of them had gained nothing."""
     costs = dict(draft_n=[1, 2, 16], draft_ms=[5.0, 15.0, 155.0], verify_n=[1, 128], verify_ms=[40.0, 40.0])
     cfg = DecodeConfig(mode="reanchor-tree", max_new_tokens=60, max_shifted="auto", ignore_eos=True,
                        calibration="fixed")
     eng, budget, rounds = _run(monkeypatch, cfg, costs=costs)
-    from engine.analyses import round_gain
-    exploring = {i for i, (m, _, _) in enumerate(budget.picks) if m and i % cost.EXPLORE_EVERY == cost.EXPLORE_EVERY - 1}
+    exploring = budget.explored
     drafted = [i for i, r in enumerate(rounds) if r["shifted"]]
     assert set(drafted) & exploring, "no round explored: the test would prove little"
     for i in set(drafted) - exploring:   # outside exploring: only an offset a round before it saw gain

@@ -44,8 +44,8 @@ modest prior (PRIOR_GAIN = 0.1 tokens a block, worth PRIOR_WEIGHT rounds): the o
 gain measured with the shipped drafter (0.03 tokens a drafted d=1 row inside a tree, 0.1-0.2 in a chain),
 so every run paid about ten rows per offset in its first rounds before the evidence pulled the estimate
 down. Unexplored offsets still get tried: every EXPLORE_EVERY-th round drafts every offset, so estimates
-stay fresh and an offset that gains there is drafted after it (its extra rows do not count against drafting in the plain-or-draft
-edge: they are the price of exploring). None of this touches verification: any budget is
+stay fresh and an offset that gains there is drafted after it. An exploring round's extra rows do not count
+against drafting in the plain-or-draft edge: they are the price of exploring. None of this touches verification: any budget is
 lossless; it only changes which proposals are verified.
 """
 from __future__ import annotations
@@ -339,6 +339,7 @@ class Budget:
         self.edge = 0.0     # log(best tree's expected rate / a plain step's), a moving average over drafted rounds
         self.asked = 0      # rounds that asked `drafts`
         self.usual = 0      # shifted blocks the budget chose this round before any exploring
+        self.explored: set[int] = set()   # the indices in picks of the rounds that explored
 
     def shifted(self, m_available: int) -> tuple[int, int | None]:
         """(k shifted blocks, a node cap for chain modes without a node budget of their own)."""
@@ -346,9 +347,9 @@ class Budget:
         self.usual = k                    # what a round drafts when it does not explore (Budget.nodes' edge)
         if m_available and len(self.picks) % EXPLORE_EVERY == EXPLORE_EVERY - 1:
             k, n = m_available, None      # explore: keep every offset's estimate honest
+            self.explored.add(len(self.picks))
         self.picks.append((m_available, k, n))
         return k, n
-
 
     def nodes(self, scores: list[float], drafted: int) -> dict:
         """The node budget for candidates with drafter scores `scores` (best first): {"nodes" (anchor
