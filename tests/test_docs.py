@@ -1,19 +1,23 @@
 """The repository explains itself: every file that code, tests and docs name is in the repository, every link of
-the README and docs/ resolves, and docs/algorithm.md's worked round is what the shipped trace records."""
+the README and docs/ resolves (anchors included), every CLI flag and trace field is documented, the reference docs
+carry no dated lab-notebook episodes, and docs/algorithm.md's worked round is what the shipped trace records."""
 from __future__ import annotations
 
+import argparse
 import json
 import re
 import subprocess
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 # a path into the repository with a file extension (module.attr references and globs are not files)
 FILE_REF = re.compile(r"(?<![\w/.])((?:docs|engine|app|tests|assets|\.ci)/[\w./-]*\.(?:md|py|sh|json|jsonl|txt|png))\b")
 NAMED_DOC = re.compile(r"\b(ALGORITHM\.md|DFLASH\.md|CONTRACT\.md|see the re" r"port)\b")  # split: not a hit itself
-MD_LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
-# docs other branches of this session add (the README links them; the lead checks them at merge)
-ELSEWHERE = {"docs/security.md", "docs/race.md", "docs/teaching.md", "docs/performance.md", "docs/trees.md"}
+LINK_ANCHOR = re.compile(r"\]\(([^)#\s]*)(?:#([^)\s]*))?\)")
+def docs() -> list[Path]:
+    return [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md")), ROOT / "engine/CONTRACT.md"]
 
 
 def tracked() -> list[Path]:
@@ -29,22 +33,34 @@ def test_every_named_file_is_in_the_repository():
     for f in files:
         text = f.read_text(encoding="utf-8", errors="replace")
         missing += [f"{f.relative_to(ROOT)}: {ref}" for ref in FILE_REF.findall(text)
-                    if not (ROOT / ref).exists() and ref not in ELSEWHERE]
+                    if not (ROOT / ref).exists()]
         vague += [f"{f.relative_to(ROOT)}: {m}" for m in NAMED_DOC.findall(text)
                   if not (m == "CONTRACT.md" and (ROOT / "engine/CONTRACT.md").exists())]
     assert not missing, f"files named but not in the repository: {missing}"
     assert not vague, f"references to documents outside the repository: {vague}"
 
 
+def anchors(doc: Path) -> set[str]:
+    """GitHub's heading anchors: lower case, punctuation but '-' and '_' dropped, spaces to '-'."""
+    text = re.sub(r"```.*?```", "", doc.read_text(encoding="utf-8"), flags=re.S)
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in re.findall(r"^#+ (.+)$", text, re.M)}
+
+
 def test_every_doc_link_resolves():
-    bad = []
-    for doc in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "engine/CONTRACT.md"]:
-        for link in MD_LINK.findall(doc.read_text(encoding="utf-8")):
-            if "://" in link:
+    """Files and the headings their anchors name (the README's figures cite sections of docs/results.md)."""
+    bad, checked = [], 0
+    for doc in docs():
+        for link, anchor in LINK_ANCHOR.findall(doc.read_text(encoding="utf-8")):
+            if "://" in link or link.startswith("mailto:"):
                 continue
-            target = (doc.parent / link).resolve()
-            if not target.exists() and str(target.relative_to(ROOT)) not in ELSEWHERE:
+            target = (doc.parent / link).resolve() if link else doc
+            if not target.exists():
                 bad.append(f"{doc.relative_to(ROOT)} -> {link}")
+            elif anchor and target.suffix == ".md":
+                checked += 1
+                if anchor not in anchors(target):
+                    bad.append(f"{doc.relative_to(ROOT)} -> {link}#{anchor}")
+    assert checked > 5, "too few anchors checked: the test would prove nothing"
     assert not bad, f"broken links: {bad}"
 
 
@@ -103,3 +119,97 @@ def test_the_worked_round_is_the_traces():
     assert a_d == ", ·we ·need ·to"
     assert "That is round 3 of `assets/traces/math-speed-reanchor.json`" in readme
     assert f"{r['accepted']} accepted drafts + the bonus = {r['accepted'] + 1} tokens" in readme
+
+
+class _Parsed(Exception):
+    """Raised in place of parsing: carries the parser a program built, with every flag it would accept."""
+
+
+@pytest.fixture(scope="module")
+def parsers(request) -> dict[str, argparse.ArgumentParser]:
+    """The real parsers of `python -m engine` (one per subcommand) and `python -m app`, caught as their main
+    functions hand them their arguments: no hand list of subcommands or flags."""
+    import app.__main__ as app_main
+    import engine.__main__ as engine_main
+
+    def caught(build) -> argparse.ArgumentParser:
+        mp = pytest.MonkeyPatch()
+        mp.setattr(argparse.ArgumentParser, "parse_args", lambda self, *a, **k: (_ for _ in ()).throw(_Parsed(self)))
+        try:
+            build()
+        except _Parsed as e:
+            return e.args[0]
+        finally:
+            mp.undo()
+        raise AssertionError(f"{build} parsed no arguments")
+
+    def subcommands(argv: list[str]) -> dict[str, argparse.ArgumentParser]:
+        engine = caught(lambda: engine_main.main(argv))
+        return next(a for a in engine._actions if isinstance(a, argparse._SubParsersAction)).choices
+
+    # each subcommand as its own command line builds it (a CLI may add a command's flags only when it is named)
+    return {**{name: subcommands([name])[name] for name in subcommands([])},
+            "app": caught(lambda: app_main.parse_args([]))}
+
+
+def flags(p: argparse.ArgumentParser) -> set[str]:
+    return {o for a in p._actions for o in a.option_strings if o.startswith("--") and o != "--help"}
+
+
+def named(word: str, text: str) -> bool:
+    return re.search(rf"(?<![\w-]){re.escape(word)}(?![\w-])", text) is not None
+
+
+# where each program's flags are documented; the flags `generate` shares (models, decoding) live in cli.md once
+FLAG_DOCS = {"generate": "docs/cli.md", "check-trace": "docs/cli.md", "explain": "docs/cli.md",
+             "bench": "docs/benchmark.md", "train": "docs/training.md", "app": "docs/app.md"}
+
+
+def test_every_cli_flag_is_documented(parsers):
+    assert {"generate", "bench", "train", "check-trace", "explain", "app"} <= set(parsers)
+    assert len(flags(parsers["train"])) > 40 and "--round" in flags(parsers["explain"])  # the parsers were caught whole
+    # a flag defined as generate's is (the model and decoding flags bench shares) is documented once, in cli.md
+    same = lambda a: (a.dest, a.default, a.help, a.type, a.choices)
+    gen = {o: same(a) for a in parsers["generate"]._actions for o in a.option_strings}
+    cli = (ROOT / "docs/cli.md").read_text(encoding="utf-8")
+    missing = []
+    for prog, p in parsers.items():
+        doc = FLAG_DOCS.get(prog)
+        assert doc, f"`{prog}` is a new command: name the doc of its flags in FLAG_DOCS"
+        text = (ROOT / doc).read_text(encoding="utf-8")
+        missing += [f"{prog} {f} (in {doc})" for a in p._actions for f in a.option_strings
+                    if f.startswith("--") and f != "--help" and not named(f, text)
+                    and not (gen.get(f) == same(a) and named(f, cli))]
+    assert not missing, f"flags no doc names: {missing}"
+
+
+def trace_fields() -> set[str]:
+    """Every key the shipped traces hold (round records and their nested records included), and every config key
+    and stage the schema knows."""
+    from engine.trace import CONFIG_TYPES, STAGES
+
+    keys: set[str] = set()
+
+    def walk(o, parent: str) -> None:
+        if isinstance(o, dict):
+            for k, v in o.items():
+                if parent != "token_texts":   # keys there are token ids
+                    keys.add(k)
+                    walk(v, k)
+        elif isinstance(o, list):
+            for v in o:
+                walk(v, parent)
+
+    traces = sorted((ROOT / "assets/traces").glob("*.json"))
+    assert traces, "no shipped traces"
+    for f in traces:
+        walk(json.loads(f.read_text(encoding="utf-8")), "")
+    return keys | set(CONFIG_TYPES) | set(STAGES)
+
+
+def test_every_trace_field_is_documented():
+    fields = trace_fields()
+    assert {"stages_ms", "draft_head_dtype", "provenance", "backbone", "target_top1"} <= fields
+    doc = (ROOT / "docs/trace-format.md").read_text(encoding="utf-8")
+    missing = sorted(k for k in fields if not named(k, doc))
+    assert not missing, f"trace fields docs/trace-format.md does not name: {missing}"
