@@ -16,6 +16,9 @@ ROOT = Path(__file__).resolve().parent.parent
 FILE_REF = re.compile(r"(?<![\w/.])((?:docs|engine|app|tests|assets|\.ci)/[\w./-]*\.(?:md|py|sh|json|jsonl|txt|png))\b")
 NAMED_DOC = re.compile(r"\b(ALGORITHM\.md|DFLASH\.md|CONTRACT\.md|see the re" r"port)\b")  # split: not a hit itself
 LINK_ANCHOR = re.compile(r"\]\(([^)#\s]*)(?:#([^)\s]*))?\)")
+NOTEBOOK = ROOT / "docs/lab/notebook.md"   # the dated episodes; every other doc is reference
+
+
 def docs() -> list[Path]:
     return [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md")), ROOT / "engine/CONTRACT.md"]
 
@@ -213,3 +216,58 @@ def test_every_trace_field_is_documented():
     doc = (ROOT / "docs/trace-format.md").read_text(encoding="utf-8")
     missing = sorted(k for k in fields if not named(k, doc))
     assert not missing, f"trace fields docs/trace-format.md does not name: {missing}"
+
+
+# what a dated lab-notebook episode carries and a reference doc does not
+EPISODE = re.compile(r"\bstop \d+\b|\bload average|\bload \d|\bthe lead\b|\banother engineer|\bengineers'|"
+                     r"\b\d{1,2}:\d\d(?:-\d{1,2}:\d\d)? UTC\b|\bthis (?:session|morning|evening)\b|"
+                     r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,12}\b", re.I)
+
+
+def test_reference_docs_carry_no_dated_episodes():
+    refs = [d for d in docs() if d != NOTEBOOK and d.parent != NOTEBOOK.parent]
+    assert len(refs) > 10
+    found = [f"{d.relative_to(ROOT)}:{i}: {m.group(0)!r}" for d in refs
+             for i, line in enumerate(d.read_text(encoding="utf-8").splitlines(), 1) for m in EPISODE.finditer(line)]
+    assert not found, f"dated episodes in reference docs (they belong in {NOTEBOOK.relative_to(ROOT)}): {found}"
+    assert EPISODE.search((ROOT / "docs/lab/notebook.md").read_text(encoding="utf-8")), "the markers match nothing"
+
+
+def test_the_lab_notebook_is_newest_first_and_linked_once():
+    text = NOTEBOOK.read_text(encoding="utf-8")
+    days = re.findall(r"^## (\d{4}-\d\d-\d\d)\b", text, re.M)
+    assert len(days) >= 5 and days == sorted(days, reverse=True) and len(set(days)) == len(days), days
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert readme.count("(docs/lab/notebook.md)") == 1
+
+
+def section(doc: Path, anchor: str) -> str:
+    """The text under the heading `anchor` names, up to the next heading of its level or above."""
+    lines, out, level = doc.read_text(encoding="utf-8").splitlines(), [], 0
+    for line in lines:
+        m = re.match(r"^(#+) (.+)$", line)
+        if m and level and len(m.group(1)) <= level:
+            break
+        if m and not level and re.sub(r"[^\w\- ]", "", m.group(2).strip().lower()).replace(" ", "-") == anchor:
+            level = len(m.group(1))
+        if level:
+            out.append(line)
+    return "\n".join(out)
+
+
+def test_every_readme_figure_is_in_the_section_it_cites():
+    """The README's results table: each row's tau and speed figures stand in a section its source column links."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    table = [line for line in readme.split("## Latest results at a glance")[1].splitlines() if line.startswith("| `")]
+    header = next(line for line in readme.splitlines() if line.startswith("| mode | drafter |"))
+    cols = [c.strip() for c in header.strip("|").split("|")]
+    tau, speed = cols.index("tau"), cols.index("speed over `ar`")
+    assert len(table) >= 6
+    missing = []
+    for row in table:
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        cited = "\n".join(section(ROOT / link, anchor) for link, anchor in LINK_ANCHOR.findall(row) if anchor)
+        assert cited, f"a row cites no section: {row}"
+        missing += [f"{cells[0]} {cells[1]}: {n}" for n in re.findall(r"\d+\.\d+x?", cells[tau] + " " + cells[speed])
+                    if not named(n, cited)]
+    assert not missing, f"README figures not in the sections they cite: {missing}"
