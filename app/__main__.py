@@ -19,7 +19,7 @@ OFFLINE_ENV = {"GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1", "TRAN
                "HF_HUB_DISABLE_TELEMETRY": "1", "DO_NOT_TRACK": "1", "GRADIO_SSR_MODE": "False"}
 os.environ.update(OFFLINE_ENV)
 
-from engine.options import add_model_args  # noqa: E402  (after the environment is set)
+from engine.models.args import add_model_args  # noqa: E402  (after the environment is set)
 
 QUEUE_MAX = 16  # waiting events across sessions; more are refused with a "queue full" message
 STATE_SESSIONS = 100  # sessions whose state Gradio keeps (the oldest beyond it start afresh)

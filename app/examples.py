@@ -1,10 +1,10 @@
 """Example prompts: a few written here (code, math, chat), and a few of the benchmark's own HumanEval
-and MT-Bench prompts (engine.bench.sets reads them from the installed packages; nothing downloaded)."""
+and MT-Bench prompts (engine.sets reads them from the installed packages; nothing downloaded)."""
 from __future__ import annotations
 
 import re
 
-from engine.bench.sets import load_set
+from engine.sets import load_set
 from engine.errors import InputError
 from engine.paths import DRAFTERS
 

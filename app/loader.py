@@ -43,7 +43,7 @@ class ModelLoader:
     """Holds the shared, read-only Engines once loaded; no per-run state lives here."""
 
     def __init__(self, args, enabled: bool = True):
-        """`args`: the model flags of engine.options.add_model_args."""
+        """`args`: the model flags of engine.models.args.add_model_args."""
         self.args = args
         self.enabled = enabled
         self.engine = None               # the Engine of the drafter given at start
@@ -86,7 +86,7 @@ class ModelLoader:
     def _load(self) -> None:
         try:
             from engine.decode import Engine
-            from engine.options import models_from_args
+            from engine.models.args import models_from_args
 
             engine = Engine(models_from_args(self.args))
             self.engines[self.default_drafter()] = engine

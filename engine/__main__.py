@@ -1,24 +1,32 @@
 """python -m engine {generate,bench,train,check-trace,explain}: bad input exits 2 with one line naming the field."""
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 
-from .bench.main import add_bench_args
-from .bench.sweep import add_sweep_args
-from .errors import InputError
-from .options import (ACCEPTANCE, DEFAULT_MAX_NEW_TOKENS, DEFAULT_MODE, DEFAULT_RULE, DEFAULT_TREE_NODES, add_model_args,
-                      models_from_args, parse_max_shifted, parse_max_trie_nodes)
-from .train.cli import add_train_args
+from .errors import InputError, Parser, run_command
+from .models.args import add_model_args, models_from_args
+from .options import (ACCEPTANCE, DEFAULT_MAX_NEW_TOKENS, DEFAULT_MODE, DEFAULT_RULE, DEFAULT_TREE_NODES,
+                      parse_max_shifted, parse_max_trie_nodes)
+
+# What --help says of the subcommands whose modules load torch (or the trainer's recipe): their flags are added
+# only when the command line names them, so --help, check-trace and explain import neither (tests/test_layout.py).
+BENCH_HELP = "tau and speed of every mode on prompt sets, with the paper's analyses"
+TRAIN_HELP = "generate data with the target and train a DFlash drafter or a variant"
+MODEL_COMMANDS = ("generate", "bench", "train")   # the ones that load models: Ctrl-C is caught at every layer
 
 
-class Parser(argparse.ArgumentParser):
-    """argparse's own errors (a missing or malformed flag) in the CLI's form too: one line, exit 2, no usage block."""
+def add_bench_command(sub) -> None:
+    from .bench.main import add_bench_args
+    from .bench.sweep import add_sweep_args
 
-    def error(self, message: str):
-        print(f"error: {message} (see {self.prog} --help)", file=sys.stderr)
-        sys.exit(2)
+    add_sweep_args(add_bench_args(sub, BENCH_HELP))
+
+
+def add_train_command(sub) -> None:
+    from .train.cli import add_train_args
+
+    add_train_args(sub, TRAIN_HELP)
 
 
 def add_generate_args(sub) -> None:
@@ -129,28 +137,23 @@ def explain_main(a) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    words = sys.argv[1:] if argv is None else argv
+    named = next((w for w in words if not w.startswith("-")), None)   # the subcommand (the parser has no options)
     parser = Parser(prog="python -m engine", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     add_generate_args(sub)
-    add_sweep_args(add_bench_args(sub))
-    add_train_args(sub)
+    for name, add, help_ in (("bench", add_bench_command, BENCH_HELP), ("train", add_train_command, TRAIN_HELP)):
+        if name == named:
+            add(sub)
+        else:
+            sub.add_parser(name, help=help_)
     add_check_args(sub)
     add_explain_args(sub)
     a = parser.parse_args(argv)
-    if argv is None:  # the command line's own process (not a caller's main([...]))
+    if argv is None and a.command in MODEL_COMMANDS:  # the command line's own process (not a caller's main([...]))
         from .decode.interrupt import catch_ctrl_c
         catch_ctrl_c()
-    try:
-        return a.func(a) or 0
-    except InputError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    except (FileNotFoundError, ValueError) as e:  # trace/prompt files and the like
-        print(f"error: {str(e).splitlines()[0] if str(e) else type(e).__name__}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:  # Ctrl-C where no command catches it (loading models, decoding): no traceback
-        print("interrupted", file=sys.stderr)
-        return 130
+    return run_command(a)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from engine.__main__ import main as cli  # the CLI's own path, in this process: a second python re-imported torch
 from engine.bench import main as bench
-from engine.bench import sets
+from engine import sets
 from engine import analyses as A
 from engine.options import ACCEPTANCE, parse_csv, parse_max_shifted
 from engine.errors import InputError

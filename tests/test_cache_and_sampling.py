@@ -3,6 +3,7 @@ import torch
 from transformers import DynamicCache
 
 from engine.decode import DecodeConfig, Engine
+from engine.decode.checks import assert_chi_square
 from engine.trie import build_trie
 from tiny import tiny_models
 
@@ -73,21 +74,3 @@ def test_sampling_matches_target_distribution():
                 expect[(a, b)] = float(p2[a] * p3[b]) * total
     assert total > 100
     assert_chi_square(joint, expect)
-
-
-def assert_chi_square(observed: dict, expect: dict, min_dof: int = 3) -> None:
-    """Pearson's chi-square of observed counts against expected ones (cells under 5 pooled) below
-    its 99.9% quantile: dof + 3.1*sqrt(2 dof) + 10 bounds it well for dof in 3..60."""
-    chi2, dof, pooled_obs, pooled_exp = 0.0, -1, 0, 0.0
-    for key, e in sorted(expect.items(), key=lambda kv: -kv[1]):
-        o = observed.get(key, 0)
-        if e >= 5:
-            chi2 += (o - e) ** 2 / e
-            dof += 1
-        else:
-            pooled_obs, pooled_exp = pooled_obs + o, pooled_exp + e
-    if pooled_exp > 0:
-        chi2 += (pooled_obs - pooled_exp) ** 2 / pooled_exp
-        dof += 1
-    assert dof >= min_dof, dof
-    assert chi2 < dof + 3.1 * (2 * dof) ** 0.5 + 10, (chi2, dof)

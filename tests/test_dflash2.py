@@ -7,7 +7,7 @@ from dflash.model import dflash_generate
 
 from engine.decode import DecodeConfig, Engine
 from engine.models import drafter_class, drafter_config
-from test_lossless import greedy_reference
+from engine.decode.checks import greedy_reference
 from tiny import tiny_models
 
 

@@ -1,46 +1,22 @@
 """Lossless: every mode and rule at T=0 (fp32) returns exactly target-only greedy decoding."""
 import torch
-from transformers import DynamicCache
 
-from engine.options import MODES, RULES
+from engine.options import MODES
 from engine.decode import DecodeConfig, Engine
+from engine.decode.checks import LOSSLESS_PROMPTS, greedy_reference, lossless_configs
 from tiny import tiny_models
 
-PROMPTS = ["ab", "c a b", "bbb aa", "a", "cab cab", "b c", "aaa", "ba ab c", "cc", "abc abc abc"]
 N_NEW = 20
-
-
-def greedy_reference(target, ids: list[int], n: int) -> list[int]:
-    """Plain target-only greedy decoding, one token per forward."""
-    cache, out = DynamicCache(), []
-    x = torch.tensor([ids], device=target.device)
-    with torch.no_grad():
-        for _ in range(n):
-            logits = target(input_ids=x, past_key_values=cache, use_cache=True).logits
-            nxt = int(logits[0, -1].argmax())
-            out.append(nxt)
-            x = torch.tensor([[nxt]], device=target.device)
-    return out
-
-
-def configs():
-    yield "ar", "earliest"
-    yield "dflash", "earliest"
-    yield "shifted-fixed", "fixed"
-    yield "ddtree", "earliest"
-    for mode in ("reanchor", "in-block", "extension", "reanchor-tree"):
-        for rule in RULES:
-            yield mode, rule
 
 
 def test_every_mode_and_rule_is_lossless():
     gained = 0
-    pairs = [(kind, seed, p) for kind in ("llama", "qwen3") for seed, p in enumerate(PROMPTS)]
+    pairs = [(kind, seed, p) for kind in ("llama", "qwen3") for seed, p in enumerate(LOSSLESS_PROMPTS)]
     for kind, seed, prompt in pairs:                  # 20 prompt/seed pairs
         eng = Engine(tiny_models(kind, seed, block_size=4 + seed % 3))
         ids = eng.encode_prompt(prompt)
         want = greedy_reference(eng.models.target, ids, N_NEW)
-        for mode, rule in configs():
+        for mode, rule in lossless_configs():
             run = eng.run(ids, DecodeConfig(mode=mode, rule=rule, max_new_tokens=N_NEW, seed=seed,
                                             ignore_eos=True))
             rounds = list(run)
@@ -49,7 +25,7 @@ def test_every_mode_and_rule_is_lossless():
             gained += sum(1 for r in rounds for n in r["accepted_nodes"]
                           if 0 not in [r["paths"][p]["source"] for p in r["trie"]["provenance"][n]])
     assert gained > 0, "no token was ever accepted through a shifted block: the test proves little"
-    assert set(m for m, _ in configs()) == set(MODES)
+    assert set(m for m, _ in lossless_configs()) == set(MODES)
 
 
 def test_budgets_stay_lossless():
@@ -114,7 +90,7 @@ def test_sliding_window_targets_are_lossless():
         eng = Engine(tiny_models(kind, seed, block_size=5, window=6))
         ids = eng.encode_prompt("ab c ab")
         want = greedy_reference(eng.models.target, ids, 30)
-        for mode, rule in configs():
+        for mode, rule in lossless_configs():
             if rule in ("earliest", "fixed"):
                 run = eng.run(ids, DecodeConfig(mode=mode, rule=rule, max_new_tokens=30, ignore_eos=True))
                 assert run.finish()["output_ids"] == want, (kind, mode, rule)
@@ -178,7 +154,7 @@ def test_edges_are_lossless():
         eng = Engine(models)
         ids = eng.encode_prompt("ab c")
         want = greedy_reference(eng.models.target, ids, 7)
-        for mode, rule in configs():
+        for mode, rule in lossless_configs():
             for n in (2, 5, 7):
                 for k, nodes in ((None, None), (1, 1), (None, 2), (0, 3)):
                     run = eng.run(ids, DecodeConfig(mode=mode, rule=rule, max_new_tokens=n, max_shifted=k,

@@ -8,7 +8,7 @@ from torch.profiler import ProfilerActivity, profile
 from engine.decode import DecodeConfig, Engine
 from engine.models import onednn
 from engine.models.onednn import linears
-from test_lossless import greedy_reference
+from engine.decode.checks import greedy_reference
 from tiny import tiny_models
 
 pytestmark = pytest.mark.skipif(not onednn.available(), reason="this torch build has no oneDNN")

@@ -15,87 +15,20 @@ The exact walk itself is tests/test_spec_sampling.py's.
 """
 from __future__ import annotations
 
-import copy
-import random
-import statistics
 import time
-from dataclasses import replace
 
 import dflash.model
 import pytest
 import torch
-from dflash.model import dflash_generate
 
+from engine.bench.reference import dflash_vs_reference, engine_runs, per_run_acceptance, z
 from engine.decode import DecodeConfig, Engine
-from engine.decode.cost import budget_for
-from engine.decode.laws import target_law
-from engine.decode.round import decode_round, start
-from test_cache_and_sampling import assert_chi_square
+from engine.decode.checks import LAW_MODES, law_case
 from test_dflash2 import dflash2_models
 from tiny import tiny_models
 
-TRIALS = 250
 
-
-@torch.no_grad()
-def fixed_state(eng: Engine, ids: list[int], cfg: DecodeConfig, budget=None):
-    """The state after one T=0 round (retained features: shifted blocks come next) and the round
-    config of `cfg` (T=1)."""
-    rc = eng.run(ids, cfg, budget).round_config
-    rc0 = replace(rc, temperature=0.0)
-    _, st = start(eng, ids, rc0, 0)
-    _, st = decode_round(eng, st, rc0, 0)
-    return st, rc
-
-
-@torch.no_grad()
-def round_pairs(eng: Engine, st, rc, trials: int):
-    """The first two tokens of round 1 from state `st`, `trials` times with fresh seeds; a round
-    that commits one token is completed by a target sample. Also the rounds' records."""
-    dev = eng.models.device
-    p2 = target_law(eng.models.target(input_ids=torch.tensor([st.x + [a] for a in range(
-        eng.models.target.config.vocab_size)], device=dev)).logits[:, -1], 1.0)
-    bare = replace(st, gen=None)
-    pairs, recs = {}, []
-    for i in range(trials):
-        s = copy.deepcopy(bare)
-        s.gen, s.rng = torch.Generator(device=dev).manual_seed(1000 + i), random.Random(i)
-        rec, _ = decode_round(eng, s, rc, 1)
-        toks = rec["new_tokens"][:2]
-        if len(toks) < 2:
-            toks.append(int(torch.multinomial(p2[toks[0]], 1, generator=s.gen)))
-        pairs[tuple(toks)] = pairs.get(tuple(toks), 0) + 1
-        recs.append(rec)
-    return pairs, recs, p2
-
-
-def expected_pairs(eng: Engine, x: list[int], p2: torch.Tensor, n: int) -> dict:
-    with torch.no_grad():
-        p1 = target_law(eng.models.target(input_ids=torch.tensor([x], device=p2.device)).logits[0, -1], 1.0)
-    return {(a, b): float(p1[a] * p2[a, b]) * n for a in range(len(p1)) for b in range(len(p1))}
-
-
-MODES = [("ar", "earliest"), ("dflash", "earliest"), ("shifted-fixed", "fixed"), ("reanchor", "earliest"),
-         ("in-block", "earliest"), ("extension", "latest"), ("reanchor", "all"), ("in-block", "all"),
-         ("extension", "all"), ("ddtree", "earliest"), ("reanchor-tree", "earliest"), ("reanchor", "auto-nodes")]
-
-
-def law_case(m, mode: str, rule: str, prompt: str = "ab c", trials: int = TRIALS):
-    """The chi-square law check of one mode and rule (engine/gpu/gpu_check.py runs it on a GPU too)."""
-    eng = Engine(m)
-    ids = eng.encode_prompt(prompt)
-    nodes = "auto" if rule == "auto-nodes" else None  # the budget cuts the trie by the drafted tokens
-    # the auto budget's costs fixed from the profile: costs learned from round times on a loaded machine (CI's
-    # two workers) once priced every tree below a plain step, and no round drafted (the check below saw no branch)
-    cfg = DecodeConfig(mode=mode, rule="earliest" if nodes else rule, temperature=1.0, max_new_tokens=12,
-                       ignore_eos=True, max_trie_nodes=nodes, calibration="fixed" if nodes else "online")
-    st, rc = fixed_state(eng, ids, cfg, budget_for(eng, cfg))
-    pairs, recs, p2 = round_pairs(eng, st, rc, trials)
-    assert_chi_square(pairs, expected_pairs(eng, st.x, p2, trials))
-    return recs
-
-
-@pytest.mark.parametrize("mode,rule", MODES)
+@pytest.mark.parametrize("mode,rule", LAW_MODES)
 def test_round_follows_the_target_law(mode, rule):
     recs = law_case(tiny_models("qwen3", 0, block_size=6, init=0.12), mode, rule)
     if mode not in ("ar", "dflash"):  # the shifted blocks, or a tree's branches, took part
@@ -127,38 +60,6 @@ def test_dflash2_runs_follow_the_seed_and_leave_the_global_rng():
                                       ignore_eos=True)).finish()["output_ids"] for _ in range(3)]
     assert torch.equal(torch.rand(3), before)
     assert outs[0] == outs[1] == outs[2]
-
-
-def per_run_acceptance(runs) -> tuple[float, float]:
-    """Mean and standard error over runs of each run's mean tokens per round."""
-    xs = [statistics.mean(r) for r in runs]
-    return statistics.mean(xs), statistics.stdev(xs) / len(xs) ** 0.5
-
-
-def z(a, b) -> float:
-    return (a[0] - b[0]) / (a[1] ** 2 + b[1] ** 2) ** 0.5
-
-
-def engine_runs(eng, prompts, seeds, n, **kw):
-    return [[len(r["new_tokens"]) for r in eng.run(ids, DecodeConfig(temperature=1.0, seed=s, max_new_tokens=n,
-                                                                      ignore_eos=True, **kw))]
-            for ids in prompts for s in seeds]
-
-
-def dflash_vs_reference(m, seeds, n: int = 24) -> dict:
-    """(mean, standard error) of per-run mean acceptance at T=1 on the same prompts: the dflash
-    package's dflash_generate, dflash mode, and dflash mode with sample-and-match."""
-    eng = Engine(m, draft_head_dtype=None)  # the reference projects the vocabulary in fp32 too
-    prompts = [eng.encode_prompt(p) for p in ("ab c ba", "c")]
-    ref = []
-    for ids in prompts:
-        for s in seeds:  # dflash_generate samples with the global RNG; other seeds than the engine's
-            torch.manual_seed(10_000 + s)
-            ref.append(dflash_generate(m.drafter, m.target, torch.tensor([ids], device=m.device), n, None,
-                                       temperature=1.0, return_stats=True).acceptance_lengths)
-    return {"reference": per_run_acceptance(ref),
-            "speculative": per_run_acceptance(engine_runs(eng, prompts, seeds, n, mode="dflash")),
-            "match": per_run_acceptance(engine_runs(eng, prompts, seeds, n, mode="dflash", acceptance="match"))}
 
 
 def test_dflash_acceptance_matches_dflash_generate(monkeypatch):

@@ -162,7 +162,7 @@ def test_calibration_starts_at_the_drafters_own_estimate():
 @pytest.mark.parametrize("mode", ["dflash", "ddtree", "reanchor", "reanchor-tree"])
 def test_auto_budget_is_lossless_and_says_why(mode):
     from engine.decode.cost import budget_for
-    from test_lossless import greedy_reference
+    from engine.decode.checks import greedy_reference
 
     eng = Engine(tiny_models("qwen3", 2, block_size=6))
     ids = eng.encode_prompt("c a b")

@@ -18,7 +18,7 @@ from engine.errors import InputError
 from engine.models import load_models
 from engine.models.variants import DominoDraftModel, DSparkDraftModel
 from engine.trace import TraceError, validate_trace
-from test_lossless import configs, greedy_reference
+from engine.decode.checks import greedy_reference, lossless_configs
 from tiny import save_tiny, tiny_variant_models
 
 VARIANTS = [("domino", False), ("domino", True), ("dspark", False), ("dspark", True)]
@@ -67,7 +67,7 @@ def test_every_variant_mode_and_rule_is_lossless():
             assert eng.block_size == m.drafter.block_size + shift  # a shift-label block drafts one more token
             ids = eng.encode_prompt(prompt)
             want = greedy_reference(m.target, ids, N_NEW)
-            for mode, rule in configs():
+            for mode, rule in lossless_configs():
                 run = eng.run(ids, DecodeConfig(mode=mode, rule=rule, max_new_tokens=N_NEW, seed=seed,
                                                 ignore_eos=True))
                 rounds = list(run)
@@ -101,7 +101,7 @@ def test_sampling_draws_from_the_corrected_law(variant):
 def test_sequential_heads_keep_the_target_law(variant):
     """T=1, speculative acceptance: a round's first two tokens follow the target's law (chi-square) when the
     head's drafts are tested against q = their law given the row's drafts before them (engine/sampling.py)."""
-    from test_sampling_t1 import law_case
+    from engine.decode.checks import law_case
 
     m = tiny_variant_models(variant, 0, block_size=6, init=0.12)   # a strong head: q far from the backbone's
     recs = law_case(m, "reanchor", "earliest")

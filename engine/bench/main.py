@@ -29,12 +29,12 @@ from .. import analyses as A
 from ..errors import InputError
 from ..options import MODES as ENGINE_MODES
 from ..options import (ACCEPTANCE, CALIBRATIONS, DEFAULT_MAX_NEW_TOKENS, DEFAULT_TREE_NODES, MAX_BLOCK_SIZE,
-                       MAX_TRIE_NODES, RULES, TREE_MODES, UNSHIFTED_MODES, add_model_args, mode_rule, models_from_args,
-                       parse_csv, parse_max_shifted, parse_max_trie_nodes, parse_seed, run_label, to_int)
+                       MAX_TRIE_NODES, RULES, TREE_MODES, UNSHIFTED_MODES, mode_rule, parse_csv, parse_max_shifted, parse_max_trie_nodes, parse_seed, run_label, to_int)
+from ..models.args import add_model_args, models_from_args
 from ..paths import check_writable_dir
+from ..sets import PER_SET, SETS, load_set, read_jsonl, sample_prompts
 from .reference import stage_means
 from .report import FIGURES, write_report
-from .sets import PER_SET, SETS, load_set, read_jsonl, sample_prompts
 
 CAL_MODES = tuple(run_label(m, tree_rank="calibrated") for m in TREE_MODES)   # MODE-cal: tree_rank "calibrated" (cost.TreeRanker)
 AUTO_MODES = tuple(run_label(m, auto=True) for m in ENGINE_MODES if m != "ar") + tuple(
@@ -472,8 +472,9 @@ def _ratio(a, b):
 
 # -- CLI ---------------------------------------------------------------------------------------
 
-def add_bench_args(subparsers) -> argparse.ArgumentParser:
-    p = subparsers.add_parser("bench", help="tau and speed of every mode on prompt sets, with the paper's analyses",
+def add_bench_args(subparsers, help: str | None = None) -> argparse.ArgumentParser:
+    """The `bench` subcommand with its flags (`help`: what the parent's --help lists it as)."""
+    p = subparsers.add_parser("bench", help=help,
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--sets", default=None,
                    help=f"comma list of {', '.join(SETS)} (default: all; none when --prompts is given)")

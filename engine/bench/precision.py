@@ -13,8 +13,9 @@ import torch
 
 from ..decode import DecodeConfig, Engine
 from ..models import in_dtype
-from ..options import add_model_args, models_from_args, parse_csv
-from .sets import SETS, load_set, sample_prompts
+from ..models.args import add_model_args, models_from_args
+from ..options import parse_csv
+from ..sets import SETS, load_set, sample_prompts
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -340,10 +340,54 @@ def section_markdown(sec: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+# -- acceptance at T=1: dflash mode against dflash_generate (tests/test_sampling_t1.py, engine/gpu/gpu_check.py) --
+
+def per_run_acceptance(runs: list[list[int]]) -> tuple[float, float]:
+    """Mean and standard error over runs of each run's mean tokens per round."""
+    xs = [statistics.mean(r) for r in runs]
+    return statistics.mean(xs), statistics.stdev(xs) / len(xs) ** 0.5
+
+
+def z(a: tuple[float, float], b: tuple[float, float]) -> float:
+    """How many standard errors mean a lies above mean b ((mean, standard error) pairs)."""
+    return (a[0] - b[0]) / (a[1] ** 2 + b[1] ** 2) ** 0.5
+
+
+def engine_runs(eng, prompts: list[list[int]], seeds, n: int, **kw) -> list[list[int]]:
+    """Tokens per round of each run at T=1, one run per prompt and seed (`kw`: DecodeConfig fields)."""
+    from ..decode import DecodeConfig
+
+    return [[len(r["new_tokens"]) for r in eng.run(ids, DecodeConfig(temperature=1.0, seed=s, max_new_tokens=n,
+                                                                      ignore_eos=True, **kw))]
+            for ids in prompts for s in seeds]
+
+
+def dflash_vs_reference(m, seeds, n: int = 24) -> dict:
+    """(mean, standard error) of per-run mean acceptance at T=1 on the same prompts: the dflash
+    package's dflash_generate, dflash mode, and dflash mode with sample-and-match."""
+    import torch
+    from dflash.model import dflash_generate
+
+    from ..decode import Engine
+
+    eng = Engine(m, draft_head_dtype=None)  # the reference projects the vocabulary in fp32 too
+    prompts = [eng.encode_prompt(p) for p in ("ab c ba", "c")]
+    ref = []
+    for ids in prompts:
+        for s in seeds:  # dflash_generate samples with the global RNG; other seeds than the engine's
+            torch.manual_seed(10_000 + s)
+            ref.append(dflash_generate(m.drafter, m.target, torch.tensor([ids], device=m.device), n, None,
+                                       temperature=1.0, return_stats=True).acceptance_lengths)
+    return {"reference": per_run_acceptance(ref),
+            "speculative": per_run_acceptance(engine_runs(eng, prompts, seeds, n, mode="dflash")),
+            "match": per_run_acceptance(engine_runs(eng, prompts, seeds, n, mode="dflash", acceptance="match"))}
+
+
 def main(argv: list[str] | None = None) -> int:
     from ..decode import Engine
-    from ..options import add_model_args, models_from_args, parse_csv
-    from .sets import SETS, load_set
+    from ..models.args import add_model_args, models_from_args
+    from ..options import parse_csv
+    from ..sets import SETS, load_set
 
     p = argparse.ArgumentParser(prog="python -m engine.bench.reference", description=__doc__.split("\n")[0])
     add_model_args(p)

@@ -133,8 +133,9 @@ def summary(c: dict) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     from ..decode import Engine
-    from ..options import add_model_args, models_from_args, parse_csv
-    from .sets import SETS, load_set
+    from ..models.args import add_model_args, models_from_args
+    from ..options import parse_csv
+    from ..sets import SETS, load_set
 
     p = argparse.ArgumentParser(prog="python -m engine.bench.siblings", description=__doc__.split("\n")[0])
     add_model_args(p)

@@ -94,7 +94,7 @@ class BenchWorker:
     def engine(self, drafter):
         if drafter not in self.engines:
             from ..decode import Engine
-            from ..options import models_from_args
+            from ..models.args import models_from_args
 
             t0 = time.perf_counter()
             eng = Engine(models_from_args(self.args, drafter))

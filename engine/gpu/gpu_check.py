@@ -21,22 +21,23 @@ from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[2]   # the repository; its tests/ hold the tiny models and checks reused here
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+ROOT = Path(__file__).resolve().parents[2]   # the repository, importable when this runs as a script
+sys.path[:0] = [str(ROOT)]
+from engine.bench.reference import dflash_vs_reference, z  # noqa: E402
 from engine.decode import DecodeConfig, Engine  # noqa: E402
-from test_lossless import PROMPTS, configs, greedy_reference  # noqa: E402
-from tiny import tiny_models  # noqa: E402
-import test_sampling_t1 as T1  # noqa: E402
+from engine.decode.checks import (LAW_MODES, LAW_TRIALS, LOSSLESS_PROMPTS, greedy_reference, law_case,  # noqa: E402
+                                  lossless_configs)
+from engine.models.tiny import tiny_models  # noqa: E402
 
 
 def lossless(dtype, device: str = "cuda", pairs: int = 10) -> dict:
     total = equal = 0
     for kind in ("llama", "qwen3"):
-        for seed, prompt in enumerate(PROMPTS[:pairs]):
+        for seed, prompt in enumerate(LOSSLESS_PROMPTS[:pairs]):
             eng = Engine(tiny_models(kind, seed, block_size=4 + seed % 3, device=device, dtype=dtype))
             ids = eng.encode_prompt(prompt)
             want = greedy_reference(eng.models.target, ids, 20)
-            for mode, rule in configs():
+            for mode, rule in lossless_configs():
                 out = eng.run(ids, DecodeConfig(mode=mode, rule=rule, max_new_tokens=20, seed=seed,
                                                 ignore_eos=True)).finish()["output_ids"]
                 total += 1
@@ -48,19 +49,19 @@ def sampling(device: str, trials: int, seeds: int) -> dict:
     """T=1 on the device: the chi-square law check per mode (True: passed) and acceptance against
     dflash_generate ((mean, standard error) per rule; z of speculative vs the reference)."""
     out = {}
-    for mode, rule in T1.MODES:
+    for mode, rule in LAW_MODES:
         try:
-            T1.law_case(tiny_models("qwen3", 0, block_size=6, init=0.12, device=device), mode, rule,
-                        trials=trials)
+            law_case(tiny_models("qwen3", 0, block_size=6, init=0.12, device=device), mode, rule,
+                     trials=trials)
             out[f"law_{mode}_{rule}"] = True
         except AssertionError as e:
             out[f"law_{mode}_{rule}"] = f"FAILED {e}"
     import dflash.model
     dflash.model._cuda_time = time.perf_counter if device == "cpu" else dflash.model._cuda_time
-    r = T1.dflash_vs_reference(tiny_models("qwen3", 2, init=0.05, device=device), range(seeds))
+    r = dflash_vs_reference(tiny_models("qwen3", 2, init=0.05, device=device), range(seeds))
     out["dflash_acceptance"] = r
-    out["z_speculative_vs_reference"] = T1.z(r["speculative"], r["reference"])
-    out["z_reference_vs_match"] = T1.z(r["reference"], r["match"])
+    out["z_speculative_vs_reference"] = z(r["speculative"], r["reference"])
+    out["z_reference_vs_match"] = z(r["reference"], r["match"])
     return out
 
 
@@ -168,7 +169,7 @@ if __name__ == "__main__":
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--max-new-tokens", type=int, default=128)
     ap.add_argument("--pairs", type=int, default=10)
-    ap.add_argument("--trials", type=int, default=T1.TRIALS, help="rounds per mode in the T=1 law check")
+    ap.add_argument("--trials", type=int, default=LAW_TRIALS, help="rounds per mode in the T=1 law check")
     ap.add_argument("--seeds", type=int, default=30, help="seeds per prompt against dflash_generate")
     ap.add_argument("--skip-sampling", action="store_true")
     ap.add_argument("--skip-own-work", action="store_true", help="skip checks 4 and 5 (embedded target)")

@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
-from ..errors import InputError
 from . import flags
 from . import main as M
 from .data import log
 
 
-def add_train_args(subparsers) -> argparse.ArgumentParser:
-    """`python -m engine train ...`: the lead's CLI adds this subcommand."""
-    p = subparsers.add_parser("train", help="generate data with the target and train a DFlash drafter or a variant",
+def add_train_args(subparsers, help: str | None = None) -> argparse.ArgumentParser:
+    """The `train` subcommand with its flags (`help`: what the parent's --help lists it as)."""
+    p = subparsers.add_parser("train", help=help,
                               description=M.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     flags.add_args(p)
     p.set_defaults(func=main)
@@ -58,10 +56,3 @@ def main(args: argparse.Namespace) -> int:
     t.fit()
     return 0
 
-
-if __name__ == "__main__":
-    try:
-        sys.exit(main(build_parser().parse_args()))
-    except InputError as e:
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(2)

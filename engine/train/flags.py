@@ -211,7 +211,7 @@ def check_args(args: argparse.Namespace) -> None:
         raise InputError("head_topk", "--variant opd scores the drafter's rejected token under the target's whole "
                          "distribution: drop --head-topk")
     if args.eval_sets:
-        from ..bench.sets import SETS
+        from ..sets import SETS
 
         bad = [x for x in args.eval_sets.split(",") if x not in SETS]
         if bad:

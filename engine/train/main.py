@@ -475,7 +475,7 @@ class Trainer:
         """(eval set name, prompt) pairs and the eval shards' tag."""
         a = self.args
         if a.eval_sets:  # the benchmark's own prompts (its sampling), so that tau_sim compares with `bench`
-            from ..bench.sets import load_set, sample_prompts
+            from ..sets import load_set, sample_prompts
 
             sets = a.eval_sets.split(",")
             picked = [(name, p["prompt"]) for name in sets for p in sample_prompts(load_set(name), a.eval_prompts)]

@@ -9,9 +9,9 @@ import json
 import random
 from pathlib import Path
 
-from ..errors import InputError
-from ..paths import PROMPTS, package_dir
-from ..trace import unicode_problem
+from .errors import InputError
+from .paths import PROMPTS, package_dir
+from .trace import unicode_problem
 
 SETS = ("humaneval", "mtbench", "math", "chat")
 PER_SET = 100            # the paper: 100 examples per set, sampled with seed 0 (MT-Bench: all 80)
