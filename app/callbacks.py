@@ -149,9 +149,16 @@ class Callbacks:
         new = session.State(st)
         new.update(trace=trace, trace_file=trace_file, example=bool(example), example_label=example, freed=None,
                    keyed=None, compare=None)
-        out = views.show_trace(new, None, status)
+        try:
+            out = views.show_trace(new, None, status)
+        except BaseException:
+            session.drop_export(trace_file)   # the session never held it
+            raise
         with NAV_LOCK:   # a round switch still being built for the trace replaced answers nothing (goto)
+            old_file = st.get("trace_file")
             st.update(new, nav_ticket=st.get("nav_ticket", 0) + 1)
+        if old_file != trace_file:
+            session.drop_export(old_file)   # the replaced trace's export: one file a session
         self.sessions.touch(st)
         if had:
             session.give_back_memory()
@@ -256,7 +263,9 @@ class Callbacks:
                              "token_no": gr.update(value=None)})  # token_no: a number in the old text
         try:
             for live, rec in stream_run(engine, run, ids, config):
-                st.update(trace=live, trace_file=None, example=False, freed=None)
+                if st.get("trace_file"):   # the replaced trace's export goes with it (kept if stopped in the prefill)
+                    session.replace_export(st, "trace_file", None)
+                st.update(trace=live, example=False, freed=None)
                 i = len(live["rounds"]) - 1
                 if st.get("follow"):
                     st["view"], st["view_in_run"] = i, True
@@ -271,7 +280,8 @@ class Callbacks:
         if not run.output_ids:  # stopped in the prefill: no trace; the one shown stays
             raise bad_input(f"Run: {end_status(run)} before the first token", "Stopped")
         trace = run.trace()
-        st.update(trace=trace, trace_file=session.export_trace(trace), example=False, freed=None)
+        session.replace_export(st, "trace_file", session.export_trace(trace))
+        st.update(trace=trace, example=False, freed=None)
         self.sessions.touch(st)
         status = end_status(run)
         yield views.ordered(views.show_trace(
