@@ -27,7 +27,8 @@ TIMELINE_INTERVAL_S = 1.0   # timeline at most this often while streaming, times
 TIMELINE_ROUNDS = 200       # (a timeline of n bars costs the page O(n) per draw: keep its share bounded)
 STREAM_TAIL = 300           # generated tokens shown while a run streams; the whole text once it ends
 CURVE_NODES = (4, 8, 16, 32, 64)   # the budget curve's node budgets (anchor included)
-CURVE_TOKENS = 64           # new tokens per point of the budget curve (11 runs)
+CURVE_TOKENS = 64           # new tokens per point of the budget curve
+CURVE_POINTS = 1 + len(TREE_MODES) * len(CURVE_NODES)   # dflash's chain, then each tree mode at each budget
 # What goto returns (views.NAV_OUTPUTS, as app.ui wires them): slider, caption, round figure, follow, and the text
 # view (skipped unless a windowed view must follow the round: views.text_follow)
 NAV_OUTPUTS = len(views.NAV_OUTPUTS)
@@ -91,6 +92,44 @@ def shows(label: str):
     return wrap
 
 
+class CurveRuns:
+    """The budget curve's runs as one for Stop and the run limit (it stands in the session's "run"): stopping it
+    stops the point under way and starts no other; after `seconds` it stops itself."""
+
+    def __init__(self, seconds: float):
+        self._lock, self._run, self.ended, self.time_limited = threading.Lock(), None, False, False
+        self._timer = threading.Timer(seconds, self._time_up)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def _time_up(self) -> None:
+        self.time_limited = True
+        self.stop()
+
+    def take(self, run) -> bool:
+        """`run` is the point under way; False (and it is stopped) once the curve has ended."""
+        with self._lock:
+            self._run = run
+            if self.ended:
+                run.stop()
+            return not self.ended
+
+    def stop(self) -> None:
+        """Stop and the run limit: the point under way and every later one."""
+        with self._lock:
+            self.ended = True
+            self._timer.cancel()
+            if self._run is not None:
+                self._run.stop()
+
+    def close(self) -> None:
+        """The curve is done (or its client gone): no timer left, no point running."""
+        self._timer.cancel()
+        with self._lock:
+            if self._run is not None:
+                self._run.stop()
+
+
 class Callbacks:
     def __init__(self, loader, trace_choices: list[tuple[str, str]], sessions: session.Sessions):
         self.loader, self.trace_choices, self.sessions = loader, trace_choices, sessions
@@ -110,9 +149,16 @@ class Callbacks:
         new = session.State(st)
         new.update(trace=trace, trace_file=trace_file, example=bool(example), example_label=example, freed=None,
                    keyed=None, compare=None)
-        out = views.show_trace(new, None, status)
+        try:
+            out = views.show_trace(new, None, status)
+        except BaseException:
+            session.drop_export(trace_file)   # the session never held it
+            raise
         with NAV_LOCK:   # a round switch still being built for the trace replaced answers nothing (goto)
+            old_file = st.get("trace_file")
             st.update(new, nav_ticket=st.get("nav_ticket", 0) + 1)
+        if old_file != trace_file:
+            session.drop_export(old_file)   # the replaced trace's export: one file a session
         self.sessions.touch(st)
         if had:
             session.give_back_memory()
@@ -217,7 +263,9 @@ class Callbacks:
                              "token_no": gr.update(value=None)})  # token_no: a number in the old text
         try:
             for live, rec in stream_run(engine, run, ids, config):
-                st.update(trace=live, trace_file=None, example=False, freed=None)
+                if st.get("trace_file"):   # the replaced trace's export goes with it (kept if stopped in the prefill)
+                    session.replace_export(st, "trace_file", None)
+                st.update(trace=live, example=False, freed=None)
                 i = len(live["rounds"]) - 1
                 if st.get("follow"):
                     st["view"], st["view_in_run"] = i, True
@@ -232,7 +280,8 @@ class Callbacks:
         if not run.output_ids:  # stopped in the prefill: no trace; the one shown stays
             raise bad_input(f"Run: {end_status(run)} before the first token", "Stopped")
         trace = run.trace()
-        st.update(trace=trace, trace_file=session.export_trace(trace), example=False, freed=None)
+        session.replace_export(st, "trace_file", session.export_trace(trace))
+        st.update(trace=trace, example=False, freed=None)
         self.sessions.touch(st)
         status = end_status(run)
         yield views.ordered(views.show_trace(
@@ -286,23 +335,35 @@ class Callbacks:
     @shows("Budget curve")
     def on_budget_curve(self, prompt_v, temp_v, seed_v, max_v, st):
         """tau and tokens/s of both tree modes against the node budget N, on the prompt box's prompt
-        (DDTree's budget figure for this prompt and this machine); dflash's chain for reference."""
+        (DDTree's budget figure for this prompt and this machine); dflash's chain for reference. The whole curve
+        is one run for the queue: Stop and the run limit (session.RUN_SECONDS) end it, not just its point."""
         st = self._session(st)
         settings = parse_inputs(prompt_v, "ddtree", "earliest", temp_v, seed_v, max_v)
         engine = engine_or_error(self.loader)
         if st.get("run") is not None:
             raise bad_input("Budget curve: a run is in progress in this session; press Stop first")
         points: list[dict] = []
-        for mode, N in [("dflash", None)] + [(m, N) for m in TREE_MODES for N in CURVE_NODES]:
-            run, _ = start_run(engine, replace(settings, mode=mode, max_new_tokens=min(settings.max_new_tokens,
-                                                                                      CURVE_TOKENS), max_trie_nodes=N))
-            st["run"] = run
-            try:
-                stats = run.finish()["stats"]
-            finally:
-                st["run"] = None
-            points.append({"mode": mode, "nodes": N, "tau": stats["tau"], "tokens_per_s": stats["tokens_per_s"]})
-            yield plots.budget_curve_figure(points), {"budget_curve": points}
+        curve = st["run"] = CurveRuns(session.RUN_SECONDS)
+        try:
+            for mode, N in [("dflash", None)] + [(m, N) for m in TREE_MODES for N in CURVE_NODES]:  # CURVE_POINTS
+                run, _ = start_run(engine, replace(settings, mode=mode, max_new_tokens=min(settings.max_new_tokens,
+                                                                                          CURVE_TOKENS), max_trie_nodes=N))
+                if not curve.take(run):
+                    break
+                result = run.finish()
+                if curve.ended:   # the point cut short measures nothing
+                    break
+                stats = result["stats"]
+                points.append({"mode": mode, "nodes": N, "tau": stats["tau"], "tokens_per_s": stats["tokens_per_s"]})
+                yield plots.budget_curve_figure(points), {"budget_curve": points}
+        finally:
+            curve.close()
+            st["run"], st["stopping"] = None, False
+        if curve.ended and len(points) < CURVE_POINTS:
+            why = (f"stopped at the time limit ({session.RUN_SECONDS:g} s a run)" if curve.time_limited
+                   else "stopped")
+            yield plots.budget_curve_figure(points), {"budget_curve": points, "stopped": why}
+            raise bad_input(f"Budget curve: {why} after {len(points)} of {CURVE_POINTS} points", "Stopped")
 
     # -- round navigation -------------------------------------------------------------------------
     @shows("Round inspector")

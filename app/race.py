@@ -6,9 +6,7 @@ round inspector through the app's own trace-loading path (Callbacks.on_upload)."
 from __future__ import annotations
 
 import logging
-import tempfile
 import time
-from pathlib import Path
 from types import SimpleNamespace
 
 import gradio as gr
@@ -239,14 +237,14 @@ class Race:
         phase = "stopped" if st.get("race_stop") else "done"
         p_final = self._lanes_payload(labels, traces, statuses, ref, phase, dtype)
         st["race"] = {"labels": labels, "traces": traces}
-        path = self.export(p_final, labels)
+        path = session.replace_export(st, "race_export", self.export(p_final, labels))   # the last race's only
         log.info("race ended: %s", [(lb, lane["tps"]) for lb, lane in zip(labels, p_final["lanes"])])
         yield (race_view.payload_json(p_final), "stopped: the lanes that ran are replayed" if phase == "stopped"
                else "done: replaying the race side by side (see the clock)", gr.update(value=path, interactive=True))
 
     def export(self, p: dict, labels: list[str]) -> str:
         name = f"reanchor-race-{'-'.join(labels)}-{time.strftime('%Y%m%d-%H%M%S')}.html"
-        path = Path(tempfile.mkdtemp(prefix=session.EXPORT_PREFIX)) / name
+        path = session.export_folder() / name   # deleted when replaced or when the session ends
         path.write_text(race_view.export_html(p, "ReAnchor race: " + " vs ".join(labels),
                                               PLOTLY_JS.read_text(encoding="utf-8")), encoding="utf-8")
         return str(path)

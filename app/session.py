@@ -55,11 +55,32 @@ def owns_traces(st: dict) -> bool:
 
 def free_traces(st: dict, why: str) -> None:
     """Drop the session's traces (and its exported file): the page says why when next used."""
-    path = st.get("trace_file")
-    if path and Path(path).parent.name.startswith(EXPORT_PREFIX):
-        shutil.rmtree(Path(path).parent, ignore_errors=True)
+    drop_export(st.get("trace_file"))
     st.update(trace=None, compare=None, keyed=None, trace_file=None, example=False, view=0, freed=why,
               starts=None, starts_of=None, text_window=None)  # app.views' per-trace bookkeeping
+
+
+def export_folder() -> Path:
+    """A fresh folder for one export file, in Gradio's upload folder: the download button serves a file there as it
+    is, where a file elsewhere was copied into it (two copies, both kept until the server stopped)."""
+    os.makedirs(upload_folder(), exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=EXPORT_PREFIX, dir=upload_folder()))
+
+
+def drop_export(path: str | None) -> None:
+    """Delete an export file's folder (export_folder's; any other path, e.g. a shipped example trace, stays)."""
+    if path and Path(path).parent.name.startswith(EXPORT_PREFIX) \
+            and os.path.dirname(os.path.realpath(Path(path).parent)) == upload_folder():
+        shutil.rmtree(Path(path).parent, ignore_errors=True)
+
+
+def replace_export(st: dict, key: str, path: str | None) -> str | None:
+    """st[key] becomes `path`; the export it replaces is deleted (a session keeps one file per key)."""
+    old = st.get(key)
+    st[key] = path
+    if old != path:
+        drop_export(old)
+    return path
 
 
 def give_back_memory() -> None:
@@ -132,6 +153,7 @@ class Sessions:
                 st["run"].stop()
             self._free(st, "the session ended")
             self._drop_uploads(st)
+            replace_export(st, "race_export", None)
 
     def by_token(self, token: str) -> State | None:
         """The live session whose rounds token this is (None: none; tokens of ended sessions are dropped)."""
@@ -280,10 +302,7 @@ def export_trace(trace: dict) -> str:
     mode, rule = (v if isinstance(v, str) and v in words else "unknown"
                   for v, words in ((cfg.get("mode", "run"), MODES + ("run",)), (cfg.get("rule", ""), RULES + ("",))))
     name = f"reanchor-trace-{mode}-{rule}-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    # in Gradio's folder: the download button serves it from there as it is, where a file elsewhere was copied
-    # into it (a copy of the trace kept until the server stopped); free_traces deletes the folder
-    os.makedirs(upload_folder(), exist_ok=True)
-    path = Path(tempfile.mkdtemp(prefix=EXPORT_PREFIX, dir=upload_folder())) / name
+    path = export_folder() / name   # free_traces (or the next trace shown: replace_export) deletes it
     save_trace(path, trace)
     return str(path)
 
