@@ -117,22 +117,38 @@ def check_main(a) -> int:
 
 
 def add_explain_args(sub) -> None:
-    p = sub.add_parser("explain", help="why each shifted block of one round attached where it did, and what each "
-                                       "rule would have accepted (from the trace alone, no model)")
+    p = sub.add_parser("explain", help="why each shifted block of one round attached where it did and what each "
+                                       "rule would have accepted, or the rounds where the rules differ (from the "
+                                       "trace alone, no model; T>0 traces too)")
     p.add_argument("trace")
-    p.add_argument("--round", type=int, required=True)
-    p.add_argument("--json", action="store_true", help="print analyses.attachment_table as JSON")
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--round", type=int, help="one round: its attachment table (tree modes: what the shifted "
+                                                 "blocks added over g(0)'s tree alone)")
+    which.add_argument("--rounds", choices=["all"], help="all: the rounds where the rules would accept different "
+                                                         "numbers of drafts (tree modes: where the shifted blocks "
+                                                         "changed the accepted length)")
+    p.add_argument("--json", action="store_true", help="print the analysis (engine.analyses) as JSON")
     p.set_defaults(func=explain_main)
 
 
 def explain_main(a) -> int:
-    from .analyses import attachment_table, attachment_text
+    """Reads the trace and engine.analyses only: no model, no torch (the command runs where no GPU stack is)."""
+    from .analyses import (attachment_table, attachment_text, disagreements, disagreements_text, tree_round,
+                           tree_rounds, tree_rounds_text, tree_text)
+    from .options import TREE_MODES
     from .trace import load_trace
 
     t = load_trace(a.trace)
-    table = attachment_table(t, a.round)
     texts = t.get("token_texts") or {}
-    print(json.dumps(table) if a.json else attachment_text(table, lambda i: repr(texts.get(str(i), i))))
+    show = lambda i: repr(texts.get(str(i), i))  # noqa: E731
+    tree = (t.get("config") or {}).get("mode") in TREE_MODES
+    if a.rounds == "all":
+        found = tree_rounds(t) if tree else disagreements(t)
+        text = tree_rounds_text(found) if tree else disagreements_text(found, show)
+    else:
+        found = tree_round(t, a.round) if tree else attachment_table(t, a.round)
+        text = tree_text(found) if tree else attachment_text(found, show)
+    print(json.dumps(found, ensure_ascii=False) if a.json else text)
     return 0
 
 

@@ -360,30 +360,45 @@ def displaced(traces: Traces) -> dict:
     for t in [traces] if isinstance(traces, dict) else traces:
         if float((t.get("config") or {}).get("temperature") or 0) != 0:
             continue
-        committed = [tok for r in t["rounds"] for tok in r.get("new_tokens", [])]
+        committed = committed_tokens(t)
         start = 0
         for r in t["rounds"]:
-            alt, left = r["trie"].get("ddtree"), len(committed) - start
-            n_new = len(r.get("new_tokens", []))
-            if alt is not None:
-                follow = committed[start:start + left]
-                mine = {tuple(p) for p in token_paths(r["trie"]["tokens"], r["trie"]["parents"])}
-                alt_paths = token_paths(alt["tokens"], alt["parents"])
-                a2 = max((len(p) - 1 for p in alt_paths if list(p[1:]) == follow[: len(p) - 1]), default=0)
-                hit = any(p not in mine and list(p[1:]) == follow[: len(p) - 1] for p in alt_paths)
+            left, n_new = len(committed) - start, len(r.get("new_tokens", []))
+            alone = tree_alone(r, committed[start:])
+            if alone is not None:
                 c["rounds"] += 1
-                c["better"] += r["accepted"] > a2
-                c["worse"] += r["accepted"] < a2
-                c["hit"] += hit
-                c["displaced_nodes"] += sum(p not in mine for p in alt_paths)
+                c["better"] += r["accepted"] > alone["accepted"]
+                c["worse"] += r["accepted"] < alone["accepted"]
+                c["hit"] += alone["displaced_accepted"]
+                c["displaced_nodes"] += alone["displaced_nodes"]
                 c["tokens"] += n_new
-                c["alt_tokens"] += min(a2 + 1, left)
+                c["alt_tokens"] += min(alone["accepted"] + 1, left)
             start += n_new
     n = c["rounds"]
     return {"rounds": n, "better": c["better"], "worse": c["worse"], "same": n - c["better"] - c["worse"],
             "displaced_nodes_per_round": _rate(c["displaced_nodes"], n),
             "displaced_accepted_rounds": c["hit"], "displaced_accepted_share": _rate(c["hit"], n),
             "tau": _rate(c["tokens"], n), "ddtree_tau": _rate(c["alt_tokens"], n)}
+
+
+def committed_tokens(trace: dict) -> list[int]:
+    """Every token the rounds committed, in order (output_ids without the prefill's first token)."""
+    return [tok for r in trace["rounds"] for tok in r.get("new_tokens", [])]
+
+
+def tree_alone(r: dict, follow: list[int]) -> dict | None:
+    """A reanchor-tree round against the tree g(0) alone would have grown (its recorded trie.ddtree; None without
+    one), both walked along `follow`, what the run committed after the anchor: the drafts each accepts, the
+    g(0)-alone nodes the shifted blocks displaced (not in the run's trie), and whether one of those lay on `follow`."""
+    alt = r["trie"].get("ddtree")
+    if alt is None:
+        return None
+    mine = {tuple(p) for p in token_paths(r["trie"]["tokens"], r["trie"]["parents"])}
+    alt_paths = token_paths(alt["tokens"], alt["parents"])
+    on = [p for p in alt_paths if list(p[1:]) == follow[: len(p) - 1]]
+    return {"accepted": max((len(p) - 1 for p in on), default=0), "nodes": len(alt_paths),
+            "displaced_nodes": sum(p not in mine for p in alt_paths),
+            "displaced_accepted": any(p not in mine for p in on)}
 
 
 def token_paths(tokens: list[int], parents: list[int]) -> list[tuple[int, ...]]:
@@ -412,7 +427,7 @@ def counterfactual(trace: dict, mode: str, rule: str, seed: int = 0) -> list[dic
     """
     cap = _check_replayable(trace, mode, rule)
     rounds = trace["rounds"]
-    committed = [tok for r in rounds for tok in r.get("new_tokens", [])]
+    committed = committed_tokens(trace)
     rows, start = [], 0                               # committed[start + k]: position anchor_pos + 1 + k
     for i, r in enumerate(rounds):
         left = len(committed) - start
@@ -436,12 +451,13 @@ def _replay(r: dict, i: int, after: list[int], mode: str, rule: str, seed: int, 
     return len(chain) - 1, info
 
 
-def _check_replayable(trace: dict, mode: str, rule: str):
-    """The trace's node cap, or ValueError when (mode, rule) cannot be replayed on it."""
+def _check_replayable(trace: dict, mode: str, rule: str, sampled: bool = False):
+    """The trace's node cap, or ValueError when (mode, rule) cannot be replayed on it. `sampled`: a T>0 trace is
+    replayed along its realised draw (attachment_table), not refused."""
     cfg = trace.get("config") or {}
     if mode not in MODES or rule not in RULES:
         raise ValueError(f"counterfactual: unknown mode {mode!r} or rule {rule!r}")
-    if float(cfg.get("temperature") or 0) != 0:
+    if not sampled and is_sampled(trace):
         raise ValueError("counterfactual: needs a T=0 trace (at T>0 acceptance is a draw, not a function of the drafts)")
     if mode in TREE_MODES or cfg.get("mode") in TREE_MODES:
         raise ValueError("counterfactual: tree modes are grown from the drafter's ranking, which a trace does not "
@@ -455,25 +471,39 @@ def _check_replayable(trace: dict, mode: str, rule: str):
         raise ValueError(f"counterfactual: config.{e}") from None
 
 
+def is_sampled(trace: dict) -> bool:
+    """Whether the run sampled (T>0): its accepted lengths are then one draw's, not functions of the drafts."""
+    return float((trace.get("config") or {}).get("temperature") or 0) != 0
+
+
+# What a T>0 table's accepted counts are (attachment_text, the page's table, explain --json).
+SAMPLED_NOTE = ("T>0: sites and each rule's choices are facts of the drafts; the accepted counts are the realised "
+                "draw's: how far each rule's trie follows the tokens this run sampled (another trie would have met "
+                "other coins and samples, so they are one draw's outcome, not the rule's expected length)")
+
+
 def attachment_table(trace: dict, i: int, seed: int = 0, after: list[int] | None = None) -> dict:
     """Why each shifted block of round i attached where it did, from the trace alone (no model): per block its
-    native index d (position anchor + d), its first token a_d, the baseline indices where a_d matches g(0) (its
-    sites) and the site(s) each rule picks; per rule, the drafts the round would have accepted with it (as
-    `counterfactual` counts them, from the same drafts; `random` with counterfactual's own seeded draws). `ran`:
-    the rule the run used. The run's own assembly (its mode; shifted-fixed compares rules under reanchor)."""
+    native index d (position anchor + d), its first token a_d (and its text, when the trace has token_texts), the
+    baseline indices where a_d matches g(0) (its sites) and the site(s) each rule picks; per rule, the drafts the
+    round would have accepted with it (as `counterfactual` counts them, from the same drafts; `random` with
+    counterfactual's own seeded draws). `ran`: the rule the run used. The run's own assembly (its mode;
+    shifted-fixed compares rules under reanchor). At T>0 (`sampled`) sites and choices are as exact as at T=0,
+    and the counts follow the run's realised draw (SAMPLED_NOTE): the rule the run used gets its actual count."""
     cfg = trace.get("config") or {}
     run_mode = cfg.get("mode")
     mode = "reanchor" if run_mode == "shifted-fixed" else run_mode
-    cap = _check_replayable(trace, mode, "earliest")
+    cap = _check_replayable(trace, mode, "earliest", sampled=True)
     rounds = trace["rounds"]
     if not 0 <= i < len(rounds):
         raise ValueError(f"round: must be between 0 and {len(rounds) - 1}, got {i}")
     if after is None:  # `after`: what the run committed from round i on (a caller may keep it per trace)
         start = sum(len(r.get("new_tokens", [])) for r in rounds[:i])
-        after = [tok for r in rounds for tok in r.get("new_tokens", [])][start:]
-    r = rounds[i]
+        after = committed_tokens(trace)[start:]
+    r, texts = rounds[i], trace.get("token_texts") or {}
     rules = {}
     blocks = [{"d": int(b["d"]), "native": int(r["anchor_pos"]) + int(b["d"]), "a_d": int(b["tokens"][0]),
+               "a_d_text": texts.get(str(b["tokens"][0])),
                "sites": [int(t) for t in b.get("sites", [])], "choice": {}} for b in r["shifted"]]
     for rule in RULES:
         a, info = _replay(r, i, after, mode, rule, seed, cap)
@@ -482,7 +512,52 @@ def attachment_table(trace: dict, i: int, seed: int = 0, after: list[int] | None
             b["choice"][rule] = list(info.get(b["d"], {}).get("attached", []))
     ran = "fixed" if run_mode == "shifted-fixed" else cfg.get("rule")
     return {"round": i, "anchor_pos": int(r["anchor_pos"]), "mode": mode, "ran": ran,
-            "actual": int(r["accepted"]), "rules": rules, "blocks": blocks}
+            "actual": int(r["accepted"]), "sampled": is_sampled(trace), "rules": rules, "blocks": blocks}
+
+
+def rules_differ(table: dict) -> bool:
+    """Whether the rules of an attachment_table would have accepted different numbers of drafts."""
+    return len({v["accepted"] for v in table["rules"].values()}) > 1
+
+
+def disagreements(trace: dict, seed: int = 0) -> dict:
+    """The rounds of a whole trace where the rules would differ: where their accepted counts (attachment_table)
+    are not all equal. Each listed round keeps its table's counts and only the blocks whose choices differ between
+    rules (a_d with its text). `rounds`: the rounds with shifted blocks (the others have no choice to make)."""
+    cfg = trace.get("config") or {}
+    _check_replayable(trace, "reanchor" if cfg.get("mode") == "shifted-fixed" else cfg.get("mode"), "earliest",
+                      sampled=True)
+    committed, start, out, n = committed_tokens(trace), 0, [], 0
+    for i, r in enumerate(trace["rounds"]):
+        if r["shifted"]:
+            n += 1
+            table = attachment_table(trace, i, seed, after=committed[start:])
+            if rules_differ(table):
+                table["blocks"] = [b for b in table["blocks"] if len({tuple(c) for c in b["choice"].values()}) > 1]
+                out.append(table)
+        start += len(r.get("new_tokens", []))
+    return {"rounds": n, "rounds_in_trace": len(trace["rounds"]), "sampled": is_sampled(trace),
+            "ran": "fixed" if cfg.get("mode") == "shifted-fixed" else cfg.get("rule"), "disagree": out}
+
+
+def disagreements_text(found: dict, token_text=None) -> str:
+    """disagreements as plain text (`explain --rounds all`): one line per round, then its differing blocks."""
+    show = token_text or str
+    rows = found["disagree"]
+    lines = [f"{len(rows)} of {found['rounds']} rounds with shifted blocks (of {found['rounds_in_trace']}) where the "
+             f"rules would accept different numbers of drafts; the run used rule {found['ran']}"]
+    for t in rows:
+        counts = ", ".join(f"{rule}{'*' if rule == t['ran'] else ''} {v['accepted']}{'+' if v['cut'] else ''}"
+                           for rule, v in t["rules"].items())
+        lines.append(f"round {t['round']} (anchor at {t['anchor_pos']}): accepted {counts}")
+        for b in t["blocks"]:
+            choice = "; ".join(f"{rule} {','.join(map(str, c)) or '–'}" for rule, c in b["choice"].items())
+            lines.append(f"    g({b['d']}) a_d {show(b['a_d'])} sites {','.join(map(str, b['sites'])) or 'none'}: "
+                         f"{choice}")
+    if found["sampled"]:
+        lines += ["", SAMPLED_NOTE]
+    lines += ["", "* the run's rule; +: reached the run's end (at least); `explain --round N` shows a round in full"]
+    return "\n".join(lines)
 
 
 def attachment_text(table: dict, token_text=None) -> str:
@@ -503,6 +578,81 @@ def attachment_text(table: dict, token_text=None) -> str:
     lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip() for row in rows]
     lines += ["", "sites and choices: baseline indices t where g(0)[t] == a_d (native index: d); "
                   "accepted: drafts the round accepts with that rule's choices (+: the run's end, at least)"]
+    if table.get("sampled"):
+        lines.append(SAMPLED_NOTE)
+    return "\n".join(lines)
+
+
+def tree_round(trace: dict, i: int, after: list[int] | None = None) -> dict:
+    """What the shifted blocks of a tree round (reanchor-tree, with a fixed or auto budget) added over the tree g(0)
+    alone would have grown with the same budget (its recorded trie.ddtree, tree_alone), both walked along what the run
+    committed after the anchor: `accepted` (the run's), `alone` (g(0)'s tree), `gain` (their difference: the
+    round's tokens the shifted blocks added, negative where the nodes they took cost an accepted one), the blocks
+    drafted and the nodes they put in the trie, and the g(0)-alone nodes they displaced. `why` instead of the
+    comparison where the round has none (a ddtree run, no recorded tree, a plain budget step). At T>0 the walk
+    follows the realised draw (`sampled`, as attachment_table)."""
+    cfg = trace.get("config") or {}
+    rounds = trace["rounds"]
+    if cfg.get("mode") not in TREE_MODES:
+        raise ValueError(f"tree: a {cfg.get('mode')} trace grew no tree (tree modes: {', '.join(TREE_MODES)})")
+    if not 0 <= i < len(rounds):
+        raise ValueError(f"round: must be between 0 and {len(rounds) - 1}, got {i}")
+    if after is None:
+        after = committed_tokens(trace)[sum(len(r.get("new_tokens", [])) for r in rounds[:i]):]
+    r = rounds[i]
+    blocks = r["trie"].get("block") or [0] * len(r["trie"]["tokens"])
+    chain = r["accepted_nodes"][1:]
+    out = {"round": i, "mode": cfg.get("mode"), "sampled": is_sampled(trace), "accepted": int(r["accepted"]),
+           "shifted_drafted": len(r["shifted"]), "shifted_nodes": sum(1 for b in blocks[1:] if b),
+           "nodes": len(r["trie"]["tokens"]), "accepted_from_shifted": sum(1 for n in chain if blocks[n])}
+    budget = r.get("budget") if isinstance(r.get("budget"), dict) else None
+    if cfg.get("mode") == "ddtree":
+        return out | {"why": "a ddtree run: g(0)'s tree alone, no shifted blocks"}
+    if budget and budget.get("plain"):
+        return out | {"why": "the budget made a plain target step (no drafts)"}
+    alone = tree_alone(r, after)
+    if alone is None:
+        return out | {"why": "the round recorded no g(0)-alone tree (trie.ddtree)"}
+    return out | {"alone": alone["accepted"], "gain": out["accepted"] - alone["accepted"], "alone_nodes": alone["nodes"],
+                  "displaced_nodes": alone["displaced_nodes"], "displaced_accepted": alone["displaced_accepted"]}
+
+
+def tree_rounds(trace: dict) -> dict:
+    """tree_round for every round of a tree trace: totals, and the rounds where the shifted blocks changed the
+    accepted length (`changed`: gain != 0)."""
+    committed, start, rows = committed_tokens(trace), 0, []
+    for i, r in enumerate(trace["rounds"]):
+        rows.append(tree_round(trace, i, after=committed[start:]))
+        start += len(r.get("new_tokens", []))
+    compared = [r for r in rows if "gain" in r]
+    return {"rounds_in_trace": len(rows), "compared": len(compared), "sampled": is_sampled(trace),
+            "better": sum(r["gain"] > 0 for r in compared), "worse": sum(r["gain"] < 0 for r in compared),
+            "gain": sum(r["gain"] for r in compared), "changed": [r for r in compared if r["gain"]]}
+
+
+def tree_rounds_text(found: dict) -> str:
+    """tree_rounds in words (`explain --rounds all` on a tree trace)."""
+    head = (f"{found['compared']} of {found['rounds_in_trace']} rounds compared with g(0)'s tree alone (same budget): "
+            f"the shifted blocks added drafts in {found['better']}, cost drafts in {found['worse']}, "
+            f"{found['gain']:+d} accepted drafts in all")
+    return "\n\n".join([head] + [tree_text(r) for r in found["changed"]])
+
+
+def tree_text(t: dict) -> str:
+    """tree_round in words (the `explain` command, the inspector's caption)."""
+    head = (f"round {t['round']} · {t['mode']} · accepted {t['accepted']} drafts · {t['shifted_drafted']} shifted "
+            f"blocks drafted, {t['shifted_nodes']} of the {t['nodes']} nodes theirs, "
+            f"{t['accepted_from_shifted']} of the accepted drafts theirs")
+    if "why" in t:
+        return f"{head}\n{t['why']}"
+    verdict = (f"the shifted blocks added {t['gain']} accepted draft{'s' if t['gain'] != 1 else ''}" if t["gain"] > 0
+               else f"the shifted blocks cost {-t['gain']} accepted draft{'s' if t['gain'] != -1 else ''}"
+               if t["gain"] < 0 else "the shifted blocks added nothing")
+    lines = [head, f"g(0)'s tree alone, same budget ({t['alone_nodes']} nodes): {t['alone']} accepted; {verdict} "
+                   f"({t['displaced_nodes']} of its nodes displaced"
+                   + (", one of them on the accepted path)" if t["displaced_accepted"] else ")")]
+    if t["sampled"]:
+        lines.append("T>0: both trees walked along this run's realised draw (the tokens it sampled)")
     return "\n".join(lines)
 
 

@@ -51,8 +51,6 @@ def test_explain_prints_the_table_and_refuses_bad_rounds(trace, tmp_path, capsys
     assert "round: must be between 0 and" in capsys.readouterr().err
 
 
-def test_tree_and_sampled_traces_give_no_table():
+def test_tree_traces_give_no_table():
     with pytest.raises(ValueError, match="tree"):
         analyses.attachment_table(real_trace("llama", "ddtree", "earliest", "hi, j.", 24), 1)
-    with pytest.raises(ValueError, match="T=0"):
-        analyses.attachment_table(real_trace("llama", "reanchor", "earliest", "abc dea?", 40, 3, 1.0), 1)
