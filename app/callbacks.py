@@ -59,8 +59,8 @@ def unexpected(label: str, e: Exception) -> gr.Error:
     where = traceback.extract_tb(e.__traceback__)[-1] if e.__traceback__ else None
     at = f" at {where.filename.rsplit('/', 1)[-1]}:{where.lineno}" if where else ""
     log.error("%s: %s: %s%s", label, type(e).__name__, e, at)
-    return gr.Error(f"{label}: could not show this ({type(e).__name__}: {str(e)[:200]})", title="Error",
-                    print_exception=False)
+    return gr.Error(runs.toast_text(f"{label}: could not show this ({type(e).__name__}: {str(e)[:200]})"),
+                    title="Error", print_exception=False)
 
 
 @contextlib.contextmanager

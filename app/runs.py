@@ -2,6 +2,7 @@
 parsers (engine.options), errors worded for a person, and the live trace (engine.trace) a run fills."""
 from __future__ import annotations
 
+import html
 import logging
 import threading
 import time
@@ -16,14 +17,21 @@ from engine.options import MODES, RULES, parse_max_shifted, parse_max_trie_nodes
 from engine.trace import TextPieces, add_round, new_trace, unicode_problem
 
 from . import session
+from .tokentext import bidi_visible
 
 log = logging.getLogger("reanchor.app")
+
+
+def toast_text(message: str) -> str:
+    """A message as text for Gradio's toast, which shows it as HTML: a trace's strings (config.target, a value
+    quoted in a refusal) carried live links into it. '<' and '&' escaped, bidirectional controls visible."""
+    return html.escape(bidi_visible(message), quote=False)
 
 
 def bad_input(message: str, title: str = "Bad input") -> gr.Error:
     """A user's mistake: a toast on the page and one line in the server log (no traceback)."""
     log.info("%s: %s", title.lower(), message)
-    return gr.Error(message, title=title, print_exception=False)
+    return gr.Error(toast_text(message), title=title, print_exception=False)
 
 
 def field_error(e: InputError, title: str = "Bad input") -> gr.Error:

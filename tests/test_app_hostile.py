@@ -634,3 +634,34 @@ def test_uploads_go_with_their_session(app, tmp_path):
         pages["upload-b"].close()
         assert _wait(lambda: not on_disk("upload-b"), 30), list(folder.rglob("*"))
         browser.close()
+
+
+def test_trace_strings_in_a_toast_stay_text(app, tmp_path):
+    """Headless Chromium: a trace whose config.temperature is a link, loaded: the toast that refuses it quotes the
+    value as text (Gradio shows a toast's message as HTML: the link was live, and one to an outside host loaded
+    nothing only because no one clicked). The page holds no such link; the toast reads the markup as written."""
+    from app_fixtures import CHROMIUM_ARGS, chromium_or_skip
+
+    playwright_api = pytest.importorskip("playwright.sync_api")
+    path = chromium_or_skip()
+    link = "<a href=//evil.example id=rx-evil>t"   # quoted whole (a refusal cuts a value at 40 characters)
+    t = base_trace()
+    t["config"]["temperature"] = link
+    p = tmp_path / "toast.json"
+    p.write_text(json.dumps(t))
+    with playwright_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=path, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        page.goto(app.url)
+        page.wait_for_function("() => (document.querySelector('#rx-metrics')?.innerText || '').includes('example trace')",
+                               timeout=60000)
+        page.set_input_files("input[data-testid='Load trace-upload-button']", str(p))
+        toast = page.wait_for_selector("[data-testid='toast-body']", timeout=30000)
+        page.wait_for_function("() => /config\\.temperature/.test(document.querySelector("
+                               "\"[data-testid='toast-body']\")?.innerText || '')", timeout=30000)
+        OUTPUT.mkdir(exist_ok=True)
+        page.screenshot(path=str(OUTPUT / "toast_markup.png"))
+        said = toast.inner_text()
+        assert f"config.temperature: has the wrong type: {link!r}" in said, said
+        assert page.evaluate("() => document.querySelectorAll('#rx-evil, a[href*=\"evil.example\"]').length") == 0
+        browser.close()
