@@ -233,3 +233,24 @@ def test_the_loader_measures_the_machine_before_it_says_done(tmp_path):
     assert "float32" in seen[-1][3] and "bfloat16" in seen[-1][3]
     loaded = [s for s in seen if s[0] == "done" and s[2]]   # the phase call while the profile still runs
     assert loaded and loaded[0][3].startswith("ready:") and "measuring this machine" in loaded[0][3], seen[:2]
+
+
+def test_the_bfloat16_copy_multiplies_its_heads_as_a_bfloat16_load_does():
+    """The copy's parameters keep requires_grad as loaded: without it torch's matmul sent a strided (1, n, d) input
+    through bmm with the whole head weight expanded (a copy of it at every draft and verify: the app's bfloat16
+    copy drafted 4x slower than a bfloat16 load)."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    from engine.decode import DecodeConfig
+    from engine.models import in_dtype
+
+    fp32 = Engine(tiny_models("qwen3", 0))
+    fp32.generate(PROMPT, DecodeConfig(mode="dflash", max_new_tokens=4))   # the app's order: fp32 runs first
+    copy = Engine(in_dtype(fp32.models, torch.bfloat16))
+    assert [p.requires_grad for p in copy.models.target.parameters()] == \
+        [p.requires_grad for p in fp32.models.target.parameters()]
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+        copy.generate(PROMPT, DecodeConfig(mode="ddtree", max_new_tokens=12))
+    bmm = sorted({str(e.input_shapes) for e in prof.events() if e.name == "aten::bmm"})
+    assert not bmm, bmm
