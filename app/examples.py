@@ -8,10 +8,11 @@ from engine.sets import load_set
 from engine.errors import InputError
 from engine.paths import DRAFTERS
 
-# The drafter lessons run on: of the shipped drafters, the one that shows ReAnchor best, measured (docs/teaching.md:
-# on 6 held-out prompts, T=0, fp32, 128 tokens, Domino reached tau 2.22 and ReAnchor +12.6% over its own chain,
-# the DFlash drafter 1.60 and +7.5%). The page's Drafter menu opens on it; DFlash stays in the menu.
+# The drafter the example traces are recorded with (app.make_traces): of the shipped drafters, the one that showed
+# ReAnchor best when they were recorded (docs/teaching.md). Runs on the page default to the drafter loaded at start.
 LESSON_DRAFTER = DRAFTERS / "smollm2-135m-domino-b16"
+# The example trace the page opens on and docs/teaching.md walks through
+LESSON_TRACE = "math-speed-reanchor"
 
 WRITTEN = [
     ("code: Fibonacci", "Write a Python function that returns the n-th Fibonacci number iteratively."),

@@ -57,9 +57,12 @@ const ready = new Map();  // round -> an offscreen div with that round drawn
 let cacheKey = null;
 const div = () => element.querySelector('.rx-plot[data-shown]');
 // purge + newPlot: a third faster than Plotly.react when every trace changes (a new round always does)
+// the projector setting: no toolbar over the figure's labels (its zoom and download stay off the lesson)
+const config = (fig) => ((fig.layout && fig.layout.meta && fig.layout.meta.projector)
+  ? Object.assign({}, CONFIG, {displayModeBar: false}) : CONFIG);
 const plot = (d, fig) => {
   window.Plotly.purge(d);
-  d.__plotting = window.Plotly.newPlot(d, fig.data, fig.layout, CONFIG);
+  d.__plotting = window.Plotly.newPlot(d, fig.data, fig.layout, config(fig));
   // a click on the folded row of discarded blocks opens it (or closes it): the server redraws with them
   if (d.on) d.on('plotly_click', (ev) => {
     const p = ev && ev.points && ev.points[0];
@@ -303,10 +306,18 @@ if (!window.__rxNavBound) {  // on the document: the buttons may mount after thi
       e.stopPropagation();
       later(() => (document.getElementById(b.id) || b).click());
     }
-    // stepping through a round: its sentence at the top of the screen, the figure under it
+    // stepping through a round: its sentence at the top of the screen, the figure under it (also when the page was
+    // scrolled past it)
     if (e.target.closest && e.target.closest('#rx-phase-next, #rx-phase-prev')) {
-      const cap = document.querySelector('#rx-caption');
-      if (cap && cap.getBoundingClientRect().top > 80) cap.scrollIntoView({block: 'start'});
+      const cap = document.querySelector('#rx-caption'), top = cap && cap.getBoundingClientRect().top;
+      if (cap && (top > 80 || top < 0)) cap.scrollIntoView({block: 'start'});
+    }
+    // a round of the caption's "rounds worth teaching": typed into the slider's box, as a person would
+    const go = e.target.closest && e.target.closest('#rx-caption [data-goto]');
+    if (go) {
+      e.preventDefault();
+      const box = document.querySelector('#rx-slider input[type=number]');
+      if (box) { box.value = go.dataset.goto; box.dispatchEvent(new Event('input', {bubbles: true})); }
     }
   }, true);
   // left / right arrows step rounds, down / up the step-through's phases, unless a text box, list or slider

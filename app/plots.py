@@ -8,7 +8,7 @@ Figures carry no template (template "none") to keep the JSON small.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import networkx as nx
 import plotly.graph_objects as go
@@ -69,8 +69,12 @@ def _path_label(rec: dict, i: int) -> str:
 @dataclass(frozen=True)
 class Style:
     """How big the round figure draws: `projector` labels of 14 px (else 11), rows and trie slots spaced for them,
-    labels cut to a 1280 px page's plot area (else a 1024 px page's)."""
+    labels cut to a 1280 px page's plot area (else a 1024 px page's). `row`, `slot`: a grid row's and a trie row's
+    height when a projector phase squeezes them to fit the screen (lesson_fit)."""
     projector: bool = False
+    row: int | None = None
+    slot: int | None = None
+    left: int | None = None
 
     @property
     def font(self) -> int:
@@ -78,26 +82,63 @@ class Style:
 
     @property
     def row_px(self) -> int:   # a grid row: its label in the middle, marks in the bands above and below it
-        return 40 if self.projector else 30
+        return self.row or (40 if self.projector else 30)
 
     @property
     def cell_px(self) -> int:  # a grid cell's height: the bands above and below it hold the marks
-        return 24 if self.projector else 18
+        return self.row_px - 16 if self.projector else 18
 
     @property
     def slot_px(self) -> int:  # a trie row: the node, its label above it
-        return 40 if self.projector else 30
+        return self.slot or (40 if self.projector else 30)
+
+    @property
+    def left_px(self) -> int:  # the margin of the row names
+        return self.left or (PROJECTOR_LEFT_PX if self.projector else 112)
 
     @property
     def plot_px(self) -> int:
-        return PROJECTOR_PLOT_PX if self.projector else PLOT_PX
+        return PROJECTOR_PLOT_PX + PROJECTOR_LEFT_PX - self.left_px if self.projector else PLOT_PX
+
+
+class Cols:
+    """Where each position stands on the figure's x axis. Uniform (x = the position) by default; in the projector
+    setting each position's column is as wide as its widest label (px units: 1 unit a pixel of a 1280 px page's
+    plot area), so that tokens stand whole (`widths`, from position s on)."""
+
+    def __init__(self, s: int, widths: list[float] | None = None):
+        self.s, self.widths = s, widths
+        self.edges = None
+        if widths:
+            self.edges = [0.0]
+            for w in widths:
+                self.edges.append(self.edges[-1] + w)
+
+    def __call__(self, pos: float) -> float:
+        if not self.widths:
+            return pos
+        p = pos - self.s
+        i = max(0, min(len(self.widths) - 1, int(p + 0.5) if p >= -0.5 else -1))
+        return round(self.edges[i] + (p - i + 0.5) * self.widths[i], 2)
+
+    def room(self, pos: int) -> float:
+        """The px a label in the position's column may take, in char_px's measure (SET_WIDTH)."""
+        return (self.width(pos) - COL_PAD_PX) / SET_WIDTH
+
+    def width(self, pos: int) -> float:
+        """A position's column width in px (uniform: None)."""
+        if not self.widths:
+            return None
+        return self.widths[max(0, min(len(self.widths) - 1, pos - self.s))]
 
 
 # The round figure's plot area on a 1024 px wide page: 960 px of figure less its margins. Labels are cut to fit it
 # (by their width, app.tokentext.tok_fit); a wider page only spaces them more. The projector setting fits a 1280 px
-# page's (1216 px of figure less the margins).
+# page's (1192 px of figure, measured in Chromium, less the margins of 150 + 10 px).
 PLOT_PX = 840
-PROJECTOR_PLOT_PX = 1080
+PROJECTOR_PLOT_PX = 1032
+PROJECTOR_LEFT_PX = 150  # the row names' margin (a phase on the trie alone, which names no rows: TRIE_LEFT_PX)
+TRIE_LEFT_PX = 40
 # Where marks sit in a grid row (row units from its middle; the axis runs downwards): above the label the sites and
 # the native position, below it the accepted bar. A label of 14 px takes about +-0.22 of a 42 px row.
 MARK_TOP, MARK_BOTTOM = -0.38, 0.38
@@ -221,8 +262,15 @@ def _row_code(r: dict) -> int:
     return 2 + (r["d"] - 1) % len(D_COLORS)
 
 
+def _xs(xs: list[int], cols: Cols | None) -> dict:
+    """A grid row's x: uniform cells from the first position, or the columns' edges (one more than the cells)."""
+    if cols is not None and cols.widths:
+        return {"x": cols.edges[:len(xs) + 1]}
+    return {"x0": xs[0], "dx": 1}
+
+
 def _row_trace(r: dict, y: int, xs: list[int], token_texts: dict, cell_px: float, style: Style, part: str,
-               labelled: bool = True) -> dict:
+               labelled: bool = True, cols: Cols | None = None) -> dict:
     """One grid row as a heatmap of one row: z = its colour code, text = each token cut to its cell, the hover
     names the row, the position and the token (in full when cut; the backbone's token where a head changed it)."""
     zr, tr, fr = [None] * len(xs), [""] * len(xs), [""] * len(xs)
@@ -232,7 +280,7 @@ def _row_trace(r: dict, y: int, xs: list[int], token_texts: dict, cell_px: float
         if tok is None or not 0 <= k < len(xs):
             continue
         zr[k] = 1
-        cell = _fit(token_texts, tok, cell_px, style)
+        cell = _fit(token_texts, tok, cols.room(xs[k]) if cols is not None and cols.widths else cell_px, style)
         if labelled:
             tr[k] = cell
             if cell.endswith("…"):  # the hover shows the label, then the token in full (not both run together)
@@ -242,15 +290,20 @@ def _row_trace(r: dict, y: int, xs: list[int], token_texts: dict, cell_px: float
         if j in r.get("backbone", {}):  # the head corrected this draft: show what the backbone drafted
             fr[k] += f" (head-corrected; the backbone drafted {tok_full(token_texts, r['backbone'][j])})"
     dark = r["kind"] == "discarded"
-    return {"type": "heatmap", "x0": xs[0], "dx": 1, "y": [y], "z": [zr], "text": [tr], "customdata": [fr],
+    hover = plotly_text(r["label"]) + " · pos %{x}: %{text}%{customdata}<extra></extra>"
+    if cols is not None and cols.widths:  # x is in px units: the position goes in the hover's own text
+        fr = [f"{x}: {t}{f}" if z else "" for x, t, f, z in zip(xs, tr, fr, zr)]
+        hover = plotly_text(r["label"]) + " · pos %{customdata}<extra></extra>"
+    return {"type": "heatmap", **_xs(xs, cols), "y": [y], "z": [zr], "text": [tr], "customdata": [fr],
             "meta": part, "texttemplate": "%{text}", "name": plotly_text(r["label"]),
-            "hovertemplate": plotly_text(r["label"]) + " · pos %{x}: %{text}%{customdata}<extra></extra>",
+            "hovertemplate": hover,
             "colorscale": [[0, color], [1, color]], "zmin": 0, "zmax": 1, "showscale": False, "xgap": 3,
             "ygap": style.row_px - style.cell_px,
             "textfont": {"size": style.font, "color": "#222" if dark else "white"}, "xaxis": "x", "yaxis": "y"}
 
 
-def _fold_trace(rows: list[dict], y: int, xs: list[int], s: int, style: Style, unfold: bool) -> dict:
+def _fold_trace(rows: list[dict], y: int, xs: list[int], s: int, style: Style, unfold: bool,
+                cols: Cols | None = None) -> dict:
     """The discarded blocks folded into one row: a grey cell at each one's native position, labelled d; a click
     opens (or closes) the rows (page.JS_PLOT sends it)."""
     zr, tr, fr = [None] * len(xs), [""] * len(xs), [""] * len(xs)
@@ -260,7 +313,7 @@ def _fold_trace(rows: list[dict], y: int, xs: list[int], s: int, style: Style, u
             zr[k] = 1
             tr[k] = str(r["d"])
             fr[k] = plotly_text(records.fate_text(r["fate"]))
-    return {"type": "heatmap", "x0": xs[0], "dx": 1, "y": [y], "z": [zr], "text": [tr], "customdata": [fr],
+    return {"type": "heatmap", **_xs(xs, cols), "y": [y], "z": [zr], "text": [tr], "customdata": [fr],
             "meta": "fold",
             "texttemplate": "%{text}", "name": "discarded blocks",
             "hovertemplate": "%{customdata}<br>(click: " + ("fold these rows" if unfold else "show each block") +
@@ -270,7 +323,7 @@ def _fold_trace(rows: list[dict], y: int, xs: list[int], s: int, style: Style, u
             "textfont": {"size": style.font, "color": "#222"}, "xaxis": "x", "yaxis": "y"}
 
 
-def _site_traces(rows: list[dict], ys: list[int], s: int, style: Style) -> list[dict]:
+def _site_traces(rows: list[dict], ys: list[int], s: int, style: Style, X: Cols) -> list[dict]:
     """Matching sites of the attached blocks, in the band above the row's labels: the chosen one a filled
     circle, rule all's further attachments diamonds, other matches open circles. Each names itself on hover."""
     sx, sy, ssym, shov = [], [], [], []
@@ -281,7 +334,7 @@ def _site_traces(rows: list[dict], ys: list[int], s: int, style: Style) -> list[
         for t in [t for t in r["sites"] if t in r["attached"] or t in others]:
             chosen = r["chosen"] is not None and t == int(r["chosen"])
             attached = t in r["attached"]
-            sx.append(s + t + 0.22)
+            sx.append(X(s + t + 0.22))
             sy.append(y + MARK_TOP)
             ssym.append("circle" if chosen else "diamond-open" if attached else "circle-open")
             note = " · the chosen site" if chosen else " · also attached (rule all)" if attached else " · not chosen"
@@ -295,13 +348,13 @@ def _site_traces(rows: list[dict], ys: list[int], s: int, style: Style) -> list[
              "marker": {"symbol": ssym, "size": size, "color": "#111", "line": {"width": 2, "color": "#111"}}}]
 
 
-def _native_traces(rows: list[dict], ys: list[int], s: int, style: Style) -> list[dict]:
+def _native_traces(rows: list[dict], ys: list[int], s: int, style: Style, X: Cols) -> list[dict]:
     """A small downward triangle above the cell of every shifted block's native position s + d (where it was
     drafted), left of a site mark in the same cell; its hover tells the block's fate in words."""
     pts = [(r, y) for r, y in zip(rows, ys) if r.get("fate")]
     if not pts:
         return []
-    return [{"type": "scatter", "x": [s + r["d"] - 0.22 for r, _ in pts], "y": [y + MARK_TOP for _, y in pts],
+    return [{"type": "scatter", "x": [X(s + r["d"] - 0.22) for r, _ in pts], "y": [y + MARK_TOP for _, y in pts],
              "mode": "markers", "hoverinfo": "text", "name": "native position", "meta": "native",
              "xaxis": "x", "yaxis": "y",
              "hovertext": [plotly_text(records.fate_text(r["fate"])) for r, _ in pts],
@@ -314,13 +367,14 @@ def _row_path(rec: dict, r: dict) -> list[int]:
     return list(rec["baseline"][:r["start"]]) + list(r["tokens"])
 
 
-def _accepted_cells(rec: dict, rows: list[dict], ys: list[int], cell_px: float, style: Style) -> list[dict]:
+def _accepted_cells(rec: dict, rows: list[dict], ys: list[int], cell_px: float, style: Style,
+                    X: Cols) -> list[dict]:
     """A green bar under the label of each grid cell the target accepted: walking the row's own path from the
     anchor, the node at the cell's depth is on the accepted chain (in a tree, a token equal to an accepted one on
     another branch is not accepted: its prefix was not)."""
     acc = {int(n) for n in rec.get("accepted_nodes", [0])[1:]}
     kids = children(rec)
-    s, x, y, hov = int(rec["anchor_pos"]), [], [], []
+    s, x, y, hov, size = int(rec["anchor_pos"]), [], [], [], []
     for r, row_y in zip(rows, ys):
         if r["kind"] not in ("baseline", "shifted"):
             continue
@@ -328,14 +382,16 @@ def _accepted_cells(rec: dict, rows: list[dict], ys: list[int], cell_px: float, 
         for k in range(1, len(r["tokens"])):
             depth = r["start"] + k
             if depth < len(nodes) and nodes[depth] in acc:
-                x.append(s + depth)
+                x.append(X(s + depth))
                 y.append(row_y + MARK_BOTTOM)
+                size.append(max(8, int((X.width(s + depth) or cell_px) * 0.8)))
                 hov.append(plotly_text(f"{r['label']} · pos {s + depth}: accepted by the target"))
     if not x:
         return []
     return [{"type": "scatter", "x": x, "y": y, "mode": "markers", "hoverinfo": "text", "hovertext": hov,
              "name": "accepted", "meta": "accepted", "xaxis": "x", "yaxis": "y",
-             "marker": {"symbol": "line-ew", "size": max(8, int(cell_px * 0.8)), "color": ACCEPT_COLOR,
+             "marker": {"symbol": "line-ew", "size": size if X.widths else max(8, int(cell_px * 0.8)),
+                        "color": ACCEPT_COLOR,
                         "line": {"width": 5 if style.projector else 4, "color": ACCEPT_COLOR}}}]
 
 
@@ -351,11 +407,15 @@ def _drafter_note(trie: dict, i: int) -> str:
         return ""
 
 
-def _leaf_tags(rec: dict, trie_y: list[float], style: Style) -> list[dict]:
-    """Each branch's block named at its end (right of its leaf): blocks told apart by label, not colour alone."""
+def _leaf_tags(rec: dict, trie_y: list[float], style: Style, X: Cols, only: set[int] | None = None) -> list[dict]:
+    """Each branch's block named at its end (right of its leaf): blocks told apart by label, not colour alone.
+    `only`: the nodes drawn (a path): its last node is its end."""
     trie, s = rec["trie"], int(rec["anchor_pos"])
     has_kids = {int(p) for p in trie["parents"][1:]}
-    leaves = [i for i in range(1, len(trie["parents"])) if i not in has_kids and trie["provenance"][i]]
+    if only is not None:
+        leaves = [max(only, key=lambda i: int(trie["depths"][i]))] if len(only) > 1 else []
+    else:
+        leaves = [i for i in range(1, len(trie["parents"])) if i not in has_kids and trie["provenance"][i]]
     if not leaves:
         return []
     srcs = records.path_sources(rec)
@@ -363,16 +423,20 @@ def _leaf_tags(rec: dict, trie_y: list[float], style: Style) -> list[dict]:
     for i in leaves:
         own = sorted({srcs[p] for p in trie["provenance"][i] if 0 <= p < len(srcs)})
         tags.append(f"g({own[0]})" + (f"+{len(own) - 1}" if len(own) > 1 else "") if own else "")
-    return [{"type": "scatter", "x": [s + int(trie["depths"][i]) + 0.3 for i in leaves], "y": [trie_y[i] for i in leaves],
+    return [{"type": "scatter", "x": [X(s + int(trie["depths"][i]) + 0.3) for i in leaves],
+             "y": [trie_y[i] for i in leaves],
              "mode": "text", "text": [plotly_text(t) for t in tags], "textposition": "middle right", "meta": "trie",
              "textfont": {"size": style.font, "color": "#333"}, "hoverinfo": "skip", "showlegend": False,
              "xaxis": "x2", "yaxis": "y2"}]
 
 
 def _trie_node_traces(rec: dict, token_texts: dict, trie_y: list[float], acc_set: set[int], style: Style,
-                      positions: int | None = None) -> list[dict]:
+                      positions: int | None = None, X: Cols | None = None,
+                      only: set[int] | None = None) -> list[dict]:
     """The trie's nodes, one trace per provenance category (baseline, shared, g(d) only); under a node that several
-    blocks proposed, a dot in each one's colour (every block that proposed it)."""
+    blocks proposed, a dot in each one's colour (every block that proposed it). `only`: the nodes drawn (a path,
+    every one of them labelled)."""
+    X = X or Cols(0)
     s, trie = int(rec["anchor_pos"]), rec["trie"]
     depths, parents = trie["depths"], trie["parents"]
     srcs = records.node_sources(rec)
@@ -383,9 +447,20 @@ def _trie_node_traces(rec: dict, token_texts: dict, trie_y: list[float], acc_set
     label_px = position_px(positions or max(int(x) for x in depths) + 3, style.plot_px) - 2
     groups: dict[str, list[int]] = {}
     for i in range(len(parents)):
-        groups.setdefault(records.node_category(srcs[i]), []).append(i)
+        if only is None or i in only:
+            groups.setdefault(records.node_category(srcs[i]), []).append(i)
     order = sorted(groups, key=lambda c: (c != "baseline", c != "shared", int(c[1:]) if c[0] == "d" else 0))
     out = []
+
+    def label(i: int) -> str:
+        if not (only is not None or i in acc_set or heads[i]):
+            return ""
+        pos = s + int(depths[i])
+        px = X.room(pos) if X.widths else label_px
+        if X.widths and only is None and i not in acc_set:  # a branch's first node: its row is empty on either side
+            px += 2 * min(X.width(pos - 1), X.width(pos + 1)) / SET_WIDTH
+        return _fit(token_texts, trie["tokens"][i], px, style)
+
     for cat in order:
         nodes = groups[cat]
         cd = []
@@ -397,25 +472,28 @@ def _trie_node_traces(rec: dict, token_texts: dict, trie_y: list[float], acc_set
                        tok_full(token_texts, top1[i]) if i < len(top1) else "?", plotly_text(paths),
                        " · accepted" if i in acc_set else "", _drafter_note(trie, i), plotly_text(blocks)])
         out.append({
-            "type": "scatter", "x": [s + int(depths[i]) for i in nodes], "y": [trie_y[i] for i in nodes],
+            "type": "scatter", "x": [X(s + int(depths[i])) for i in nodes], "y": [trie_y[i] for i in nodes],
             "mode": "markers+text", "name": plotly_text(cat), "meta": "trie-g0" if cat == "baseline" else "trie",
             "xaxis": "x2", "yaxis": "y2", "customdata": cd,
-            "text": [_fit(token_texts, trie["tokens"][i], label_px, style) if (i in acc_set or heads[i]) else ""
-                     for i in nodes],
+            "text": [label(i) for i in nodes],
             "textposition": "top center", "textfont": {"size": style.font},
             "hovertemplate": "trie node %{customdata[0]} · pos %{x}: %{customdata[1]}%{customdata[4]}"
                              "<br>proposed by %{customdata[6]}<br>target top-1 after it: %{customdata[2]}"
                              "<br>paths: %{customdata[3]}%{customdata[5]}<extra></extra>",
             "marker": {"size": [15 if i in acc_set else 11 for i in nodes], "color": category_color(cat),
                        "line": {"width": [3 if i in acc_set else 0 for i in nodes], "color": ACCEPT_COLOR}}})
-    multi = [(i, d) for i in range(1, len(parents)) if len(srcs[i]) > 1 for d in srcs[i]]
+        if X.widths:  # x is in px units: the hover names the position
+            out[-1]["hovertemplate"] = out[-1]["hovertemplate"].replace("pos %{x}", "pos %{customdata[7]}")
+            for i, row in zip(nodes, cd):
+                row.append(s + int(depths[i]))
+    multi = [(i, d) for i in range(1, len(parents)) if len(srcs[i]) > 1 and only is None for d in srcs[i]]
     if multi:
         seen: dict[int, int] = {}
         x, y, col = [], [], []
         for i, d in multi:
             k = seen.get(i, 0)
             seen[i] = k + 1
-            x.append(round(s + int(depths[i]) - 0.3 + 0.16 * k, 2))
+            x.append(X(round(s + int(depths[i]) - 0.3 + 0.16 * k, 2)))
             y.append(trie_y[i] + 0.25)
             col.append(BASE_COLOR if d == 0 else d_color(d))
         # no hover of their own: the node's names every block ("proposed by")
@@ -425,34 +503,46 @@ def _trie_node_traces(rec: dict, token_texts: dict, trie_y: list[float], acc_set
     return out
 
 
-def _trie_traces(rec: dict, token_texts: dict, style: Style, positions: int | None = None) -> tuple[list[dict], int]:
-    """(b) the trie: edges, the accepted path, nodes by provenance, the bonus, the retained suffix; its rows."""
+def _trie_traces(rec: dict, token_texts: dict, style: Style, positions: int | None = None, X: Cols | None = None,
+                 path_only: str = "") -> tuple[list[dict], float]:
+    """(b) the trie: edges, the accepted path, nodes by provenance, the bonus, the retained suffix; its rows.
+    `path_only` "accepted": the accepted path alone, on one row, every token written out; "retained": and the
+    retained suffix."""
+    X = X or Cols(0)
     s, trie = int(rec["anchor_pos"]), rec["trie"]
     depths, parents = [int(d) for d in trie["depths"]], trie["parents"]
     acc_nodes = [int(n) for n in rec.get("accepted_nodes", [0])]
     a = int(rec.get("accepted", len(acc_nodes) - 1))
     bonus = rec.get("bonus")
     show_bonus = bonus is not None and len(rec.get("new_tokens", [])) > a  # not cut by a stop / max tokens
-    trie_y, n_slots = _trie_layout(rec)
+    tokens, _ = retained_path(rec)
+    kept = path_nodes(rec, tokens)[a + 1:]  # as far as the trie holds P* (a node cap may cut it)
+    only = None
+    if path_only:
+        kept = kept if path_only == "retained" else []
+        only = set(acc_nodes) | set(kept)
+        trie_y, n_slots = [0.0] * len(parents), 1.5  # one row, and half a row under it for the bonus
+    else:
+        trie_y, n_slots = _trie_layout(rec)
     ex, ey = [], []
     for i, p in enumerate(parents):
-        if p is not None and p >= 0:
-            ex += [s + depths[p], s + depths[i], None]
+        if p is not None and p >= 0 and (only is None or (i in only and p in only)):
+            ex += [X(s + depths[p]), X(s + depths[i]), None]
             ey += [trie_y[p], trie_y[i], None]
     data = [{"type": "scatter", "x": ex, "y": ey, "mode": "lines", "line": {"color": "#99a", "width": 1.5},
              "hoverinfo": "skip", "showlegend": False, "xaxis": "x2", "yaxis": "y2", "meta": "edges",
              "name": "edges"}]
-    ax = [s + depths[n] for n in acc_nodes] + ([s + a + 1] if show_bonus else [])
-    ay = [trie_y[n] for n in acc_nodes] + ([trie_y[acc_nodes[-1]] - 0.45] if show_bonus else [])
+    # the bonus above the rejected node it replaces; on the path alone, whose nodes are all labelled above, under it
+    bonus_y = trie_y[acc_nodes[-1]] + (0.55 if path_only else -0.45)
+    ax = [X(s + depths[n]) for n in acc_nodes] + ([X(s + a + 1)] if show_bonus else [])
+    ay = [trie_y[n] for n in acc_nodes] + ([bonus_y] if show_bonus else [])
     data.append({"type": "scatter", "x": ax, "y": ay, "mode": "lines", "name": "accepted path", "opacity": 0.55,
                  "line": {"color": ACCEPT_COLOR, "width": 5}, "hoverinfo": "skip", "xaxis": "x2", "yaxis": "y2",
                  "meta": "path"})
-    data += _trie_node_traces(rec, token_texts, trie_y, set(acc_nodes), style, positions)
-    data += _leaf_tags(rec, trie_y, style)
-    tokens, _ = retained_path(rec)
-    kept = path_nodes(rec, tokens)[a + 1:]  # as far as the trie holds P* (a node cap may cut it)
+    data += _trie_node_traces(rec, token_texts, trie_y, set(acc_nodes), style, positions, X, only)
+    data += _leaf_tags(rec, trie_y, style, X, only)
     if kept:
-        data.append({"type": "scatter", "x": [s + depths[n] for n in kept], "y": [trie_y[n] for n in kept],
+        data.append({"type": "scatter", "x": [X(s + depths[n]) for n in kept], "y": [trie_y[n] for n in kept],
                      "mode": "markers", "name": "retained", "meta": "retained", "hoverinfo": "text",
                      "hovertext": [f"retained for the next round: the state at pos {s + depths[n]} "  # tok_full: escaped
                                    f"(rejected draft {tok_full(token_texts, trie['tokens'][n])})"
@@ -461,12 +551,14 @@ def _trie_traces(rec: dict, token_texts: dict, style: Style, positions: int | No
                      "marker": {"symbol": "circle-open", "size": 22, "color": RETAIN_COLOR,
                                 "line": {"width": 2, "color": RETAIN_COLOR}}})
     if show_bonus:  # above the rejected node it replaces (on it, the hover named that draft)
-        data.append({"type": "scatter", "x": [s + a + 1], "y": [trie_y[acc_nodes[-1]] - 0.45], "meta": "bonus",
-                     "mode": "markers+text", "name": "bonus", "text": [tok_cell(token_texts, bonus, 6)],
+        bx = X(s + a + 1)
+        data.append({"type": "scatter", "x": [bx], "y": [bonus_y], "meta": "bonus",
+                     "mode": "markers+text", "name": "bonus",
+                     "text": [tok_cell(token_texts, bonus, 16 if style.projector else 6)],  # projector: whole
                      "textposition": "middle right", "textfont": {"size": style.font},
-                     "customdata": [tok_full(token_texts, bonus)],
-                     "hovertemplate": "bonus: the target's own token at pos %{x}: %{customdata} (the next round's "
-                                      "anchor)<extra></extra>",
+                     "customdata": [[tok_full(token_texts, bonus), s + a + 1]],
+                     "hovertemplate": "bonus: the target's own token at pos %{customdata[1]}: %{customdata[0]} (the "
+                                      "next round's anchor)<extra></extra>",
                      "xaxis": "x2", "yaxis": "y2",
                      "marker": {"symbol": "star", "size": 17, "color": BONUS_COLOR,
                                 "line": {"width": 1, "color": "#333"}}})
@@ -474,43 +566,57 @@ def _trie_traces(rec: dict, token_texts: dict, style: Style, positions: int | No
 
 
 def _round_layout(rec: dict, labels: list[str], n_slots: int, max_depth: int, title: str | None,
-                  style: Style) -> dict:
-    """Grid above trie, sharing the position axis; the extension band past the native block."""
+                  style: Style, X: Cols | None = None) -> dict:
+    """Grid above trie, sharing the position axis; the extension band past the native block. No labels: no grid
+    (a projector phase on the trie alone); n_slots 0: no trie (a phase on the grid alone)."""
+    X = X or Cols(0)
     s, L = int(rec["anchor_pos"]), int(rec.get("block_size") or len(rec["baseline"]))
     a = int(rec.get("accepted", len(rec.get("accepted_nodes", [0])) - 1))
     n_rows = len(labels)
     grid_h = style.row_px * n_rows
-    trie_h = style.slot_px * (n_slots + 0.8)
-    gap_px = 30
-    total = grid_h + trie_h + gap_px
+    trie_h = style.slot_px * (n_slots + 0.8) if n_slots else 0
+    gap_px = 30 if grid_h and trie_h else 0
+    total = max(grid_h + trie_h + gap_px, 1)
     shapes, annotations = [], []
-    if max(int(d) for d in rec["trie"]["depths"]) >= L:  # the trie reaches past g(0)'s block
-        shapes.append({"type": "rect", "xref": "x2", "yref": "paper", "x0": s + L - 0.5, "x1": s + max_depth + 0.5,
+    if max(int(d) for d in rec["trie"]["depths"]) >= L and max_depth >= L:  # the trie reaches past g(0)'s block
+        shapes.append({"type": "rect", "xref": "x2", "yref": "paper", "x0": X(s + L - 0.5),
+                       "x1": X(s + max_depth + 0.5),
                        "y0": 0, "y1": 1, "fillcolor": EXT_FILL, "line": {"width": 0}, "layer": "below"})
-        annotations.append({"x": s + L - 0.4, "y": 1.0, "xref": "x2", "yref": "paper", "text": "past g(0)'s block →",
-                            "showarrow": False, "xanchor": "left", "yanchor": "bottom",
-                            "font": {"size": style.font - 1, "color": "#a07800"}})
+        annotations.append({"x": X(s + max_depth + 0.5) if X.widths else X(s + L - 0.4), "y": 1.0, "xref": "x2",
+                            "yref": "paper", "text": "past g(0)'s block →",
+                            "showarrow": False, "xanchor": "right" if X.widths else "left", "yanchor": "bottom",
+                            "font": {"size": style.font if style.projector else style.font - 1, "color": "#a07800"}})
     head = title or (f"round {rec['round']} · anchor @ {s} · accepted {a}"
                      f" ({baseline_accepted(rec)} baseline-alone) · {len(rec['trie']['parents'])} trie nodes")
+    if X.widths:  # the columns' centres, named by position (every other one where columns are narrow)
+        every = 2 if min(X.widths[:max_depth + 1]) < 30 else 1
+        ticks = list(range(s, s + max_depth + 1, every))
+        xaxis2 = {"tickvals": [X(p) for p in ticks], "ticktext": [str(p) for p in ticks],
+                  "range": [X.edges[0], X.edges[-1]]}
+    else:
+        xaxis2 = {"dtick": 1 if max_depth < 24 else 2, "range": [s - 0.6, s + max_depth + 1.6]}
+    position = {"anchor": "y2" if n_slots else "y", "title": {"text": "position"}, "tickfont": {"size": style.font},
+                "showgrid": False, "zeroline": False, "ticklabeloverflow": "allow", **xaxis2}
     # "ticklabeloverflow": "allow": the labels lie inside the figure's margins, and Plotly's default ("hide past div")
     # measures every tick label's box, a forced layout of the page each (a fifth of a round's draw)
     return {
         "template": "none", "font": {**FONT, "size": style.font}, "height": int(70 + total),
-        "margin": {"l": 150 if style.projector else 112, "r": 10, "t": 34, "b": 40},
+        "margin": {"l": style.left_px, "r": 10, "t": 34, "b": 40},
         "title": {"text": plotly_text(head), "x": 0.01, "font": {"size": style.font + 2}},
         "showlegend": False,  # a Plotly legend costs ~45 ms per draw: the page shows FIGURE_LEGEND instead
         "hovermode": "closest", "hoverdistance": 12,  # a mark's hover only under the pointer, not a row's neighbour's
         "hoverlabel": {"font": {"family": "ui-monospace, 'DejaVu Sans Mono', monospace", "size": style.font}},
         "plot_bgcolor": "white", "paper_bgcolor": "white", "uirevision": "round",
-        "xaxis": {"anchor": "y", "matches": "x2", "showticklabels": False, "showgrid": False, "zeroline": False},
-        "xaxis2": {"anchor": "y2", "title": {"text": "position"}, "dtick": 1 if max_depth < 24 else 2,
-                   "range": [s - 0.6, s + max_depth + 1.6], "tickfont": {"size": style.font},
-                   "showgrid": False, "zeroline": False, "ticklabeloverflow": "allow"},
-        "yaxis": {"domain": [1 - grid_h / total, 1], "range": [n_rows - 0.5, -0.5], "tickvals": list(range(n_rows)),
+        "meta": {"projector": style.projector},  # page.JS_PLOT: no modebar over a projector's labels
+        "xaxis": {"anchor": "y", "matches": "x2", "showticklabels": False, "showgrid": False, "zeroline": False}
+        if n_slots else position,  # no trie (a projector phase on the grid): Plotly draws no axis without a trace
+        "xaxis2": position,
+        "yaxis": {"domain": [1 - grid_h / total, 1] if grid_h else [0.999, 1], "range": [n_rows - 0.5, -0.5],
+                  "tickvals": list(range(n_rows)), "visible": bool(grid_h),
                   "ticktext": [plotly_text(t) for t in labels], "showgrid": False, "zeroline": False,
                   "tickfont": {"size": style.font}, "ticklabeloverflow": "allow"},
-        "yaxis2": {"domain": [0, trie_h / total], "range": [n_slots - 0.5, -0.8], "showticklabels": False,
-                   "showgrid": False, "zeroline": False},
+        "yaxis2": {"domain": [0, trie_h / total] if trie_h else [0, 0.001], "range": [max(n_slots, 1) - 0.5, -0.8],
+                   "showticklabels": False, "showgrid": False, "zeroline": False},
         "shapes": shapes, "annotations": annotations,
     }
 
@@ -547,13 +653,84 @@ def round_figure_json(rec: dict, token_texts: dict, title: str | None = None, de
     return json.dumps(round_figure_parts(rec, token_texts, title, depth_cap, **view), separators=(",", ":"))
 
 
+# The lesson on one projector screen (1280x720): a step-through phase draws in at most FIT_HEIGHT px, under its
+# sentence (app.render keeps the caption to the sentence in a projector phase); rows and trie slots squeeze down to
+# FIT_ROW_PX / FIT_SLOT_PX. Columns: each as wide as its widest label, at least MIN_COL_PX, and TAG_PX on the right
+# for the names at the branches' ends and the bonus's label.
+FIT_HEIGHT = 480
+FIT_ROW_PX, FIT_SLOT_PX = 32, 28
+MIN_COL_PX, COL_PAD_PX, TAG_PX, MAX_COL_PX = 18, 6, 64, 120
+# char_px's widths are DejaVu Sans's widest; Chromium's system font at 14 px sets tokens ~8% narrower (" calculate"
+# 72 px where char_px says 79)
+SET_WIDTH = 0.93
+
+
+def label_px(token_texts: dict, tok: int, style: Style) -> float:
+    """A token label's width in px at the style's font (app.tokentext.char_px measures 9 px text)."""
+    return records._label_px(token_texts, tok) * style.font / 14 * SET_WIDTH
+
+
+def _columns(s: int, wants: list[float], style: Style, tag_px: float = TAG_PX) -> Cols:
+    """Column widths from the widest label each (`wants`, px; a column without one MIN_COL_PX): all whole where they
+    fit the plot area less `tag_px` on the right; else the widest cut to one width (the fewest labels cut), the
+    narrow ones whole."""
+    natural = [max(MIN_COL_PX, w + COL_PAD_PX) if w else MIN_COL_PX for w in wants]
+    room = style.plot_px - tag_px
+    if sum(natural) <= room:  # spare room shared evenly (up to MAX_COL_PX a column), the rest on the right
+        extra = (room - sum(natural)) / max(len(natural), 1)
+        widths = [min(max(w, MAX_COL_PX), w + extra) for w in natural]
+    else:
+        lo, hi = float(MIN_COL_PX), float(max(natural))
+        for _ in range(24):  # the widest width that fits: labels wider than it are cut to it
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if sum(min(w, mid) for w in natural) <= room else (lo, mid)
+        widths = [min(w, lo) for w in natural]
+        if sum(widths) > room:
+            widths = [w * room / sum(widths) for w in widths]
+    return Cols(s, [round(w, 1) for w in widths] + [tag_px + max(0.0, room - sum(widths))])
+
+
+def _label_wants(rec: dict, token_texts: dict, rows: list[dict], n: int, style: Style,
+                 trie: str = "all") -> list[float]:
+    """The widest label each position shows: the labelled grid `rows`, the trie's labels (`trie` "all": the accepted
+    path and each branch's first node, which has its row to itself on its right and so needs half its width;
+    "accepted": the accepted path; "retained": and the retained suffix; "": none)."""
+    s = int(rec["anchor_pos"])
+    wants = [0.0] * n
+    for r in rows:
+        if r["kind"] == "discarded":  # hover only
+            continue
+        for j, tok in enumerate(r["tokens"]):
+            k = r["start"] + j
+            if tok is not None and 0 <= k < n:
+                wants[k] = max(wants[k], label_px(token_texts, tok, style))
+    if not trie:
+        return wants
+    trie_y, _ = _trie_layout(rec)
+    t = rec["trie"]
+    parents, depths = t["parents"], t["depths"]
+    tokens, a = retained_path(rec)
+    acc = {int(x) for x in rec.get("accepted_nodes", [0])}
+    shown = acc | set(path_nodes(rec, tokens)) if trie == "retained" else acc
+    heads = {i for i in range(1, len(parents)) if trie_y[i] != trie_y[parents[i]]} - acc if trie == "all" else set()
+    for i in shown | heads:
+        k = int(depths[i])
+        if 0 <= k < n:
+            wants[k] = max(wants[k], label_px(token_texts, t["tokens"][i], style) / (2 if i in heads else 1))
+    return wants
+
+
 def round_figure_parts(rec: dict, token_texts: dict, title: str | None, depth_cap: int | None,
                        prev: dict | None = None, phase: int = 0, projector: bool = False,
                        unfold: bool = False) -> dict:
     """round_figure's data (a list of trace dicts) and layout, as plain dicts. `prev`: the previous round's record
     (its rejected suffix drawn above g(0)); `phase` 1-9: the step-through's part in full, the rest faded (0: all);
-    `projector`: 14 px labels (Style); `unfold`: every discarded block on a row of its own (else one row)."""
+    `projector`: 14 px labels (Style), columns as wide as their tokens (Cols), and in a phase only what the phase
+    needs, within FIT_HEIGHT (the rows it fades and the discarded blocks folded away, the grid or the trie alone,
+    phase 8 the trie's accepted path alone, phase 9 with the retained suffix); `unfold`: every discarded block on a row of its own
+    (else one row)."""
     style = Style(projector)
+    fit = projector and phase in PHASE_PARTS
     s = int(rec["anchor_pos"])
     rows = _grid_rows(rec, depth_cap)
     strip = strip_rows(rec, prev)
@@ -563,35 +740,92 @@ def round_figure_parts(rec: dict, token_texts: dict, title: str | None, depth_ca
     shown = strip + kept + (dropped if unfold else [])  # folded, a discarded block takes its native index only
     max_depth = max([r["start"] + len(r["tokens"]) - 1 for r in shown] + [r["d"] for r in dropped]
                     + [int(d) for d in rec["trie"]["depths"]] + [a + 1])
+    cell_px = position_px(max_depth + 3, style.plot_px) - 3  # cells are 3 px apart
+    show_trie, path_only = True, ""
+    if fit:  # what the phase needs (PHASE_PARTS), nothing else
+        show_trie, path_only = phase >= 6, {8: "accepted", 9: "retained"}.get(phase, "")
+        if phase in (1, 2):
+            kept, dropped = kept[:1], []
+        elif phase == 8:  # g(0) and the rows the target accepted drafts on
+            strip, dropped = [], []
+            kept = [r for r in kept if r["kind"] == "baseline" or _accepted_cells(rec, [r], [0], cell_px, style,
+                                                                                  Cols(s))]
+        elif phase in (4, 5):
+            strip = []
+        elif phase >= 6:
+            strip, kept, dropped = [], [], []
+        # the far-right columns folded: past g(0)'s block and the strip (phase 8: and the bonus), a grid phase shows
+        # nothing a class needs (the tails of blocks attached late); the trie's phases keep every depth
+        tokens, _ = retained_path(rec)
+        far = max(len(rec["baseline"]) - 1, a + 1 if phase == 8 else 0,
+                  max((len(r["tokens"]) - 1 for r in strip), default=0))
+        trie_depth = max(int(d) for d in rec["trie"]["depths"])
+        if phase == 9:
+            trie_depth = max(int(rec["trie"]["depths"][n]) for n in path_nodes(rec, tokens))
+        max_depth = trie_depth if phase in (6, 7) else max(trie_depth, a + 1) if phase == 9 else \
+            min(max_depth, far)
+        # more rows than FIT_HEIGHT holds at FIT_ROW_PX: the attached rows the target accepted drafts on first, then
+        # by d; the rest join the folded row (a click opens every row)
+        fits = int((FIT_HEIGHT - 70 - (30 + FIT_SLOT_PX * 2.3 if show_trie else 0)) // FIT_ROW_PX)
+        if kept and not unfold and len(strip) + len(kept) + (1 if dropped else 0) > fits:
+            room = max(1, fits - len(strip) - 2)  # g(0), and the folded row
+            ranked = sorted(kept[1:], key=lambda r: (not _accepted_cells(rec, [r], [0], cell_px, style, Cols(s)),
+                                                     r["d"]))
+            overflow = {id(r) for r in ranked[room:]}
+            dropped = dropped + [r for r in kept if id(r) in overflow]
+            kept = [r for r in kept if id(r) not in overflow]
     xs = list(range(s, s + max_depth + 1))
-    cell_px = position_px(len(xs) + 2, style.plot_px) - 3  # cells are 3 px apart
+    if projector:
+        if fit and not (strip or kept):  # the trie alone: no row names on its left
+            style = replace(style, left=TRIE_LEFT_PX)
+        wants = _label_wants(rec, token_texts, strip + kept, len(xs), style,
+                             "" if fit and not show_trie else path_only or "all")
+        X = _columns(s, wants, style, 12 if fit and not show_trie else TAG_PX)
+    else:
+        X = Cols(s)
     drawn = strip + kept + ([] if not dropped else [None]) + (dropped if unfold else [])
     ys = list(range(len(drawn)))
     labels, data = [], []
     for r, y in zip(drawn, ys):
         if r is None:
-            why = sorted({records.FATE_SHORT[f["fate"]["fate"]] for f in dropped})
-            labels.append(f"✗ {len(dropped)} {' / '.join(why)} {'▾' if unfold else '▸'}")
-            data.append(_fold_trace(dropped, y, xs, s, style, unfold))
+            gone = [f for f in dropped if f["fate"]["fate"] != "attached"]
+            why = sorted({records.FATE_SHORT[f["fate"]["fate"]] for f in gone})
+            more = len(dropped) - len(gone)  # attached rows a projector phase had no room for
+            labels.append((f"✗ {len(gone)} {' / '.join(why)}" if gone else "")
+                          + (f"{' · ' if gone else ''}+{more} attached" if more else "") + f" {'▾' if unfold else '▸'}")
+            data.append(_fold_trace(dropped, y, xs, s, style, unfold, X))
             continue
         labels.append(r["label"])
         part = {"baseline": "g0", "shifted": "shifted", "discarded": "discarded"}.get(r["kind"], "strip")
-        data.append(_row_trace(r, y, xs, token_texts, cell_px, style, part, labelled=r["kind"] != "discarded"))
+        data.append(_row_trace(r, y, xs, token_texts, cell_px, style, part, labelled=r["kind"] != "discarded",
+                               cols=X))
     data.sort(key=lambda t: t["meta"] != "g0")  # g(0)'s row first
     on_grid = [(r, y) for r, y in zip(drawn, ys) if r is not None and r["kind"] in ("baseline", "shifted")]
     grid_rows, grid_ys = [r for r, _ in on_grid], [y for _, y in on_grid]
-    data += _accepted_cells(rec, grid_rows, grid_ys, cell_px, style) + _site_traces(grid_rows, grid_ys, s, style)
+    data += _accepted_cells(rec, grid_rows, grid_ys, cell_px, style, X) + _site_traces(grid_rows, grid_ys, s, style, X)
     data += _native_traces(grid_rows + (dropped if unfold else []),
                            grid_ys + [ys[-len(dropped) + k] for k in range(len(dropped))] if unfold else grid_ys,
-                           s, style)
-    trie_data, n_slots = _trie_traces(rec, token_texts, style, len(xs) + 2)
-    data += trie_data
+                           s, style, X)
+    n_slots = 0
+    if show_trie:
+        trie_data, n_slots = _trie_traces(rec, token_texts, style, len(xs) + 2, X, path_only)
+        data += trie_data
     if phase in PHASE_PARTS:
         on = PHASE_PARTS[phase]
         for t in data:
             if t.get("meta") not in on:
                 t["opacity"] = DIM
-    layout = _round_layout(rec, labels, n_slots, max_depth, title, style)
+    if fit:  # squeezed to FIT_HEIGHT: the figure under the phase's sentence on one screen
+        room = FIT_HEIGHT - 70 - (30 if labels and n_slots else 0)
+        trie_px = 40 * (n_slots + 0.8) if n_slots and not labels else FIT_SLOT_PX * (n_slots + 0.8) if n_slots else 0
+        if n_slots and not labels:
+            style = replace(style, slot=int(max(FIT_SLOT_PX, min(40, room / (n_slots + 0.8)))))
+        elif n_slots:
+            style = replace(style, slot=FIT_SLOT_PX + 8)
+            trie_px = style.slot_px * (n_slots + 0.8)
+        if labels:
+            style = replace(style, row=int(max(FIT_ROW_PX, min(40, (room - trie_px) / len(labels)))))
+    layout = _round_layout(rec, labels, n_slots, max_depth, title, style, X)
     return {"data": data, "layout": layout}
 
 
@@ -648,10 +882,12 @@ def timeline_figure(rounds: list[dict], title: str = "accepted length per round"
                                            "a round (mean)<extra></extra>"))
     if w > 1:
         title = f"{title} (mean of every {w} rounds)"
-    top = 78 if narrow else 36  # narrow: the title, then room for a legend of two rows (at 1024 px it wraps)
-    fig.update_layout(template="none", font=FONT, barmode="stack", height=194 + top,
-                      margin=dict(l=40, r=10, t=top, b=36),
-                      title=top_title(title, 13) if narrow else dict(text=plotly_text(title), x=0.01, font=dict(size=13)),
+    top = 78 if narrow else 40  # narrow: the title, then room for a legend of two rows (at 1024 px it wraps)
+    # the inspector's timeline in 14 px (the lesson's screen), the Compare panel's half-width ones in 11 px
+    fig.update_layout(template="none", font=FONT if narrow else {**FONT, "size": 14}, barmode="stack",
+                      height=194 + top + (0 if narrow else 8), margin=dict(l=40 if narrow else 48, r=10, t=top,
+                                                                            b=36 if narrow else 44),
+                      title=top_title(title, 13) if narrow else dict(text=plotly_text(title), x=0.01, font=dict(size=15)),
                       xaxis=dict(title_text="round"), yaxis=dict(title_text="tokens"),
                       legend=dict(orientation="h", x=1, xanchor="right", y=1.02, yanchor="bottom"),
                       plot_bgcolor="white", paper_bgcolor="white", bargap=0.1 if w == 1 else 0,

@@ -151,28 +151,81 @@ def shifted_acceptance(rec: Round) -> list[tuple[int, int, int]]:
     return sorted(out.values())
 
 
-def most_instructive(rounds: list[Round]) -> tuple[int, str] | None:
-    """(round index, why) of the round that teaches the most: a real shift (a block attached at a site other
-    than its native index d) whose drafts the target accepted, the largest shifted gain first (then the most
-    drafts accepted through the moved block, then the earliest); without one, the largest shifted gain, then the
-    largest gain through tree branches, then the first round with an attached shifted block. None: no round
-    shows more than round 0 (ar, dflash)."""
-    best, best_key = None, (0, 0, 0, 0, 0)
+# What a class can follow on one screen (teach_score): a label wider than LONG_PX at the projector's 14 px cannot
+# stand whole in a position's column beside its neighbours; rows and trie slots past these fill the screen.
+LONG_PX = 64
+EASY_ROWS = 6
+EASY_SLOTS = 6
+SHORT_BLOCK = 4
+
+
+def _label_px(token_texts: dict, tok: int) -> float:
+    """A token label's width at 14 px (app.tokentext.char_px measures 9 px text)."""
+    from .tokentext import _shown, char_px, piece
+
+    return sum(char_px(ch) for ch in _shown(piece(token_texts, int(tok)), 16)) * 14 / 9
+
+
+def _leaves(rec: Round) -> int:
+    parents = rec["trie"]["parents"]
+    inner = {int(p) for p in parents[1:] if p is not None and int(p) >= 0}
+    return max(1, sum(1 for i in range(1, len(parents)) if i not in inner))
+
+
+def teach_score(rec: Round, token_texts: dict | None = None) -> float | None:
+    """How well round `rec` teaches ReAnchor on one projector screen; higher is better. None: no real accepted shift
+    (no shifted block attached off its native index whose own drafts the target accepted), or a block the run's end
+    cut to fewer than SHORT_BLOCK tokens (too few to match a_d in). The gain through shifted blocks (up to 5) and the
+    drafts accepted through the moved block count for it; the figure's size against it: attached blocks (a grid row
+    each), trie nodes and branches (the trie's rows), discarded blocks (folded: a little), and the share of labels
+    too long for a column (with `token_texts`). Pure: the round's record (and the trace's token texts) only, so it
+    ranks a live run's rounds as well as a shipped trace's."""
+    moved = [k for d, site, k in shifted_acceptance(rec) if site != d]
+    if not moved or len(rec["baseline"]) < SHORT_BLOCK:  # the run's end cut the block: too few drafts to match in
+        return None
+    lens = round_lengths(rec)
+    fates = block_fates(rec)
+    attached = sum(1 for f in fates if f["fate"] == "attached")
+    rows = 3 + attached + (1 if attached < len(fates) else 0)  # the strip, g(0), the attached rows, the fold
+    score = 2.0 * min(lens["shifted"], 5) + min(max(moved), 5)
+    score -= 0.5 * max(0, rows - EASY_ROWS) + 0.1 * attached + 0.05 * (len(fates) - attached)
+    score -= 0.02 * len(rec["trie"]["tokens"]) + 0.5 * max(0, _leaves(rec) - EASY_SLOTS)
+    if token_texts:
+        toks = list(rec["baseline"]) + [t for b in rec.get("shifted", []) if b.get("chosen") is not None
+                                        for t in b["tokens"]]
+        score -= 6.0 * sum(_label_px(token_texts, t) > LONG_PX for t in toks) / max(len(toks), 1)
+    return round(score, 3)
+
+
+def teachable_rounds(rounds: list[Round], token_texts: dict | None = None, most: int = 8) -> list[tuple[int, float]]:
+    """(round, teach_score) of the rounds worth teaching, best first (ties: the earliest), at most `most`."""
+    scored = [(i, s) for i, rec in enumerate(rounds) if (s := teach_score(rec, token_texts)) is not None]
+    return sorted(scored, key=lambda x: (-x[1], x[0]))[:most]
+
+
+def most_instructive(rounds: list[Round], token_texts: dict | None = None) -> tuple[int, str] | None:
+    """(round index, why) of the round a trace opens on: the best by teach_score (a real shift the target
+    accepted, on a figure a class can follow); without one, the largest shifted gain, then the largest gain through
+    tree branches, then the first round with an attached shifted block. None: no round shows more than round 0
+    (ar, dflash)."""
+    ranked = teachable_rounds(rounds, token_texts, 1)
+    if ranked:
+        best = ranked[0][0]
+        rec = rounds[best]
+        d, site, _ = max((x for x in shifted_acceptance(rec) if x[1] != x[0]), key=lambda x: x[2])
+        return best, (f"a real shift the target accepted: g({d}), drafted for index {d}, attached at site {site}; "
+                      f"+{round_lengths(rec)['shifted']} accepted through shifted blocks, on a figure a class can "
+                      "follow")
+    best, best_key = None, (0, 0, 0)
     for i, rec in enumerate(rounds):
         lens = round_lengths(rec)
-        moved = max((k for d, site, k in shifted_acceptance(rec) if site != d), default=0)
         attached = any(b.get("chosen") is not None for b in rec.get("shifted", []))
-        key = (int(moved > 0), lens["shifted"], moved, lens["branches"], int(attached))
+        key = (lens["shifted"], lens["branches"], int(attached))
         if key > best_key:
             best, best_key = i, key
     if best is None:
         return None
-    real, shifted, moved, branches, _ = best_key
-    if real:
-        rec = rounds[best]
-        d, site, _ = max((x for x in shifted_acceptance(rec) if x[1] != x[0]), key=lambda x: x[2])
-        return best, (f"a real shift the target accepted: g({d}), drafted for index {d}, attached at site {site}; "
-                      f"+{shifted} accepted through shifted blocks")
+    shifted, branches, _ = best_key
     if shifted:
         return best, f"the largest shifted gain in this run (+{shifted}; no accepted block moved off its index)"
     if branches:

@@ -4,7 +4,7 @@ from __future__ import annotations
 from engine.options import TREE_MODES
 from engine.trace import token_sources
 
-from . import records
+from . import glossary, records
 from .plots import BASE_COLOR, BONUS_COLOR, D_COLORS, SHARED_COLOR
 from .tokentext import _shown, escape, piece, text_html
 
@@ -24,6 +24,7 @@ CSS = (
     f".rx-x{{background:{BONUS_COLOR}55}}"
     + "".join(f".rx-s{i}{{background:{c}44}}" for i, c in enumerate(D_COLORS))
     + ".rx-legend span{display:inline-block;padding:1px 6px;margin-right:6px;border-radius:3px;font-size:12px}"
+    ".rx-figlegend,.rx-figlegend span{font-size:14px}"
     ".rx-metrics{display:flex;flex-wrap:wrap;gap:6px;font-size:13px}"
     ".rx-metrics div{padding:4px 10px;border:1px solid #ddd;border-radius:6px;background:#fafafa}"
     ".rx-metrics b{font-size:15px}"
@@ -34,6 +35,10 @@ CSS = (
     ".rx-att{border-collapse:collapse;font-size:14px;margin:4px 0}.rx-att th,.rx-att td{border:1px solid #ccc;"
     "padding:2px 8px;text-align:center}.rx-att .ran{background:#e8f4ec;font-weight:700}"
     ".rx-att td.tok{font-family:ui-monospace,'DejaVu Sans Mono',monospace;text-align:left}"
+    "abbr.rx-term,.rx-term{text-decoration:underline dotted #888;text-underline-offset:3px;cursor:help}"
+    # the projector setting: every word of the caption at 15 px at least (a projector at 1280x720)
+    ".rx-proj,.rx-proj .rx-fates,.rx-proj .rx-note,.rx-proj .rx-status,.rx-proj summary,.rx-proj .rx-att{font-size:15px}"
+    ".rx-proj .rx-more>summary{color:#444}.rx-teach a{margin:0 3px;color:#1a5fb4;cursor:pointer}"
     ".rx-cf{border-collapse:collapse;font-size:13px}.rx-cf th,.rx-cf td{border:1px solid #ddd;padding:3px 8px;"
     "text-align:left}.rx-cf td{text-align:right}"
 )
@@ -171,16 +176,30 @@ def token_words(texts: dict, tok) -> str:
     return _shown(piece(texts, int(tok)), 16)
 
 
-def phase_html(phase: int, sentence: str) -> str:
-    """The step-through's line over the caption: the phase, its name, its sentence (escaped)."""
+def phase_html(phase: int, sentence: str, seen: set[str] | None = None) -> str:
+    """The step-through's line over the caption: the phase, its name, its sentence (escaped; the glossary's words
+    titled on their first appearance, `seen`: those titled before)."""
     return (f"<div class='rx-phase' data-phase='{int(phase)}'><b>Step {int(phase)} of {len(PHASES)}: "
-            f"{escape(PHASES[phase - 1])}.</b> {escape(sentence)}</div>")
+            f"{glossary.mark(escape(PHASES[phase - 1]), seen)}.</b> {glossary.mark(escape(sentence), seen)}</div>")
+
+
+def teach_line(teach: list[tuple[int, float]], index: int) -> str:
+    """The rounds worth teaching (records.teachable_rounds), best first, each a link to its round (page.JS_PLOT)."""
+    if not teach:
+        return ""
+    links = " ".join(f"<a data-goto='{int(i)}' title='teach score {s:.1f}'>{'[' + str(int(i)) + ']' if i == index else int(i)}</a>"
+                     for i, s in teach)
+    return f"<span class='rx-teach rx-note'>★ Rounds worth teaching, best first: {links}</span>"
 
 
 def round_caption(rec: dict, index: int, total: int, depth_cap: int | None = None, note: str | None = None,
-                  table: str = "") -> str:
+                  table: str = "", teach: list[tuple[int, float]] | None = None, compact: bool = False,
+                  seen: set[str] | None = None) -> str:
     """HTML (escaped: a loaded trace's numbers are no markup): the round's arithmetic, then what became of
-    each shifted block, then `note` (why the page opened on this round)."""
+    each shifted block, then `note` (why the page opened on this round) and the rounds worth teaching (`teach`).
+    `compact` (a projector phase: its sentence and the figure on one screen): all of it folded under one line.
+    The glossary's words are titled on their first appearance (`seen`: those titled before)."""
+    seen = set() if seen is None else seen
     lens = records.round_lengths(rec)
     fates = records.block_fates(rec, depth_cap)
     attached = sum(1 for f in fates if f["fate"] == "attached")
@@ -198,12 +217,20 @@ def round_caption(rec: dict, index: int, total: int, depth_cap: int | None = Non
     if budget and budget.get("plain") is True:
         line = ("A plain target step, no draft: in the rounds before, the auto budget found no tree worth its "
                 "draft on this machine (it drafts again now and then, to check).")
-    out = head + (f"<br><span class='rx-fates'>{escape(line)}</span>" if line else "")
+    out = glossary.mark(head, seen) + (f"<br><span class='rx-fates'>{glossary.mark(escape(line), seen)}</span>"
+                                       if line else "")
     if note:
-        out += f"<br><span class='rx-note'>★ {escape(note)}</span>"
+        out += f"<br><span class='rx-note'>★ {glossary.mark(escape(note), seen)}</span>"
+    if teach:
+        out += "<br>" + teach_line(teach, index)
+    if compact:
+        out = (f"<details class='rx-more'><summary>Round {index} (rounds 0–{total - 1}): its numbers, each shifted "
+               "block's fate"
+               + (", why the page opened here" if note else "") + "</summary>" + out + "</details>")
     if table:  # its open state kept across rounds (page.JS_PLOT)
         out += ("<details class='rx-att-box' id='rx-att'><summary>Why each block attached where it did: the "
-                "attachment table (every rule, from this trace alone)</summary>" + table + "</details>")
+                "attachment table (every rule, from this trace alone)</summary>" + glossary.mark(table, seen)
+                + "</details>")
     return out
 
 
@@ -212,7 +239,7 @@ def _chip(color: str, text: str, shape: str = "■") -> str:
 
 
 FIGURE_LEGEND = (
-    "<div class='rx-legend' style='font-size:13px'>grid rows: "
+    "<div class='rx-legend rx-figlegend'>grid rows: "
     + " ".join([_chip("#8d4b4b", "rejected (prev.): the drafts the previous round rejected, whose states this round "
                                  "keeps"),
                 _chip("#2f2f2f", "target said: the target's token after each (a_d at position anchor+d)"),
@@ -234,27 +261,10 @@ FIGURE_LEGEND = (
                 "<span>labels: the accepted path and each branch's first token; hover for the rest</span>"])
     + "</div>"
 )
+FIGURE_LEGEND = glossary.mark(FIGURE_LEGEND)
 
-# The words the page uses, each in a sentence (the glossary panel under the legend).
-GLOSSARY_TERMS = (
-    ("τ (tau)", "tokens committed per round, on average: accepted drafts plus the bonus. Higher τ, fewer target "
-                "calls for the same text."),
-    ("baseline-alone", "the drafts the round would have accepted from g(0) alone (plain DFlash), as the accepted "
-                       "path and g(0) agree from the anchor on."),
-    ("shifted gain", "drafts accepted beyond the baseline-alone length, through a shifted block's tokens."),
-    ("native position", "where g(d) was drafted: position anchor + d, right after the rejected draft whose state "
-                        "it starts from (▼ on its row; native index d in g(0))."),
-    ("site", "a baseline index t where g(0)[t] equals g(d)'s first token a_d; attaching there puts g(d) after "
-             "g(0)[0..t]. The rule picks one site (earliest, latest, random, fixed = its native index d; all: "
-             "every site)."),
-    ("g(14)+1", "at a trie branch's end: the branch's first block, g(14), and 1 more block whose path ends "
-                "there too."),
-    ("✂", "an attached block cut short: the node budget or the run's last position left room for part of it."),
-    ("a_d", "the target's own token after the d-th rejected draft of the previous round: g(d)'s first token."),
-    ("bonus", "the target's token after the last accepted draft; it is committed too and anchors the next round."),
-)
-GLOSSARY = ("<details class='rx-glossary' open><summary><b>Words on this page</b></summary><dl class='rx-gloss'>"
-            + "".join(f"<dt>{escape(k)}</dt><dd>{escape(v)}</dd>" for k, v in GLOSSARY_TERMS) + "</dl></details>")
+# The words the page uses, each in a sentence (the glossary panel under the legend): app.glossary, their one home.
+GLOSSARY = glossary.panel()
 
 
 # The counterfactual totals (engine.analyses.counterfactual_summary), in plain words.

@@ -11,11 +11,11 @@ from types import SimpleNamespace
 import gradio as gr
 from gradio.context import get_blocks_context
 
-from engine.options import DEFAULT_TREE_NODES, MAX_TRIE_NODES, MODES, RULES, SHIFTED_WORDS
+from engine.options import DEFAULT_TREE_NODES, MAX_TRIE_NODES, MODE_HELP, MODES, RULE_HELP, RULES, SHIFTED_WORDS
 
-from . import plots, race, render, runs, session, views
+from . import glossary, plots, race, render, runs, session, views
 from .callbacks import Callbacks
-from .examples import LESSON_DRAFTER, example_prompts
+from .examples import LESSON_TRACE, example_prompts
 from .page import JS_PLOT, JS_TIMELINE, JS_TOKEN_CLICK, PLOT_TEMPLATE
 
 # Shifted blocks drafted per round: every available offset (the paper), the cost model's budget for
@@ -27,6 +27,9 @@ PLAY_INTERVAL_S = 0.8
 # Events whose callbacks check their inputs themselves, naming the control: values sent through the API
 # skip Gradio's checks, which name none ("Value: ... is not in the list of choices", or a bare "Error").
 RAW = dict(preprocess=False)
+# The menus' choices: each mode and rule with its one line (engine.options), the value its bare name
+MODE_CHOICES = [(f"{m} · {MODE_HELP[m]}", m) for m in MODES]
+RULE_CHOICES = [(f"{r} · {RULE_HELP[r]}", r) for r in RULES]
 
 # ---------------------------------------------------------------- layout
 
@@ -53,20 +56,19 @@ def _controls(c: SimpleNamespace, trace_choices, loader) -> None:
                                  example_labels=[label for label, _ in examples], label="Example prompts",
                                  examples_per_page=13))
     with gr.Row():
-        c.mode = gr.Dropdown(list(MODES), value="reanchor", label="Mode", elem_id="rx-mode")
-        c.rule = gr.Dropdown(list(RULES), value="earliest", label="Attachment rule", elem_id="rx-rule")
+        c.mode = gr.Dropdown(MODE_CHOICES, value="reanchor", label="Mode", elem_id="rx-mode")
+        c.rule = gr.Dropdown(RULE_CHOICES, value="earliest", label="Attachment rule", elem_id="rx-rule")
         c.shifted = gr.Dropdown(SHIFTED_CHOICES, value="all", label="Shifted blocks", allow_custom_value=True,
                                 elem_id="rx-shifted", info="per round: all (paper), auto (cost budget) or at most N")
         c.nodes = gr.Dropdown(NODE_CHOICES, value="all", label="Trie nodes", allow_custom_value=True,
                               elem_id="rx-nodes", info=f"verified per round: all (tree modes: {DEFAULT_TREE_NODES}), auto or at most N (≤ {MAX_TRIE_NODES})")
-    choices = loader.drafter_choices()
-    lesson = next((name for name, where in choices.items() if where == str(LESSON_DRAFTER)), None)
-    c.drafter = gr.Dropdown(list(choices), value=lesson or loader.default_drafter(), label="Drafter",
-                            elem_id="rx-drafter", info=(f"{LESSON_DRAFTER.name} by default: of the shipped drafters "
-                            "it shows ReAnchor best (measured, docs/teaching.md); the DFlash drafter and the other "
-                            "variants are one click away here and load on their first run" if lesson else
-                            "DFlash and its variants (Domino, DSpark, Draft-OPD); each other drafter loads on its "
-                            "first run, over the same target"))
+    # one default drafter for the page: the one loaded at start, which the status line names; the example traces
+    # say their own (the metrics' settings line)
+    default = loader.default_drafter()
+    c.drafter = gr.Dropdown(list(loader.drafter_choices()), value=default, label="Drafter", elem_id="rx-drafter",
+                            info=f"{default} by default (loaded at start, as the status line says); each other "
+                                 "drafter (DFlash and its variants: Domino, DSpark, Draft-OPD) loads on its first run, "
+                                 "over the same target")
     with gr.Row():
         c.temperature = gr.Number(value=0.0, label="Temperature", elem_id="rx-temperature")
         c.seed = gr.Number(value=0, label="Seed", precision=0, elem_id="rx-seed")
@@ -115,7 +117,7 @@ def _inspector(c: SimpleNamespace, loader) -> None:
     c.round_plot = gr.HTML(plots.empty_figure("no round yet").to_json(), html_template=PLOT_TEMPLATE,
                            js_on_load=JS_PLOT, apply_default_css=False, elem_id="rx-round-plot")
     gr.HTML(render.FIGURE_LEGEND)  # under the figure: the sentence and the figure share the screen
-    gr.HTML(render.GLOSSARY, elem_id="rx-glossary")
+    gr.HTML(render.GLOSSARY, elem_id="rx-glossary", js_on_load=glossary.controls_js())
     c.timeline_plot = gr.HTML(plots.empty_figure("no run yet", 200).to_json(), html_template=PLOT_TEMPLATE,
                               js_on_load=JS_TIMELINE, apply_default_css=False, elem_id="rx-timeline")
     c.timer = gr.Timer(PLAY_INTERVAL_S, active=False)
@@ -133,8 +135,8 @@ def _compare(c: SimpleNamespace) -> None:
                     "its rounds, from the same state and the same drafted blocks (the per-round "
                     "counterfactual; T=0 only).", elem_classes=["rx-status"])
         with gr.Row():
-            c.cmp_mode = gr.Dropdown(list(MODES), value="dflash", label="Comparison mode", elem_id="rx-cmp-mode")
-            c.cmp_rule = gr.Dropdown(list(RULES), value="earliest", label="Comparison rule", elem_id="rx-cmp-rule")
+            c.cmp_mode = gr.Dropdown(MODE_CHOICES, value="dflash", label="Comparison mode", elem_id="rx-cmp-mode")
+            c.cmp_rule = gr.Dropdown(RULE_CHOICES, value="earliest", label="Comparison rule", elem_id="rx-cmp-rule")
             c.cmp_btn = gr.Button("Run comparison", elem_id="rx-cmp-run")
         with gr.Row(equal_height=False):
             with gr.Column(min_width=320):
@@ -172,7 +174,7 @@ def layout(loader, trace_choices, sessions: session.Sessions) -> SimpleNamespace
     c.state = gr.State(session.new_state(), time_to_live=session.SESSION_LIFETIME_S, delete_callback=sessions.release)
     gr.Markdown("## ReAnchor Explorer\nSpeculative decoding with a DFlash block-diffusion drafter: "
                 "shifted blocks re-anchored on rejected-suffix features are attached to the baseline "
-                "block by token matching, merged into a trie and verified in one pass.")
+                "block by token matching, merged into a trie and verified in one pass.", elem_id="rx-intro")
     c.model_status = gr.Markdown(loader.status(), elem_classes=["rx-status"], elem_id="rx-model-status")
     with gr.Tabs(selected="explore", elem_id="rx-tabs") as c.tabs:
         with gr.Tab("Explore", id="explore", elem_id="rx-tab-explore"):
@@ -243,7 +245,8 @@ def _wire_traces(c: SimpleNamespace, cb: Callbacks, view_out: list) -> None:
 
 def build_ui(loader, sessions: session.Sessions | None = None) -> gr.Blocks:
     """The page; `sessions` bounds what its sessions hold (default: this machine's bounds, app.session)."""
-    trace_choices = session.example_traces()
+    # the page opens on the example the lesson (docs/teaching.md) walks through
+    trace_choices = sorted(session.example_traces(), key=lambda c: c[0] != LESSON_TRACE)
     sessions = sessions or session.Sessions().start_sweeper()
     cb = Callbacks(loader, trace_choices, sessions)
     with gr.Blocks(title="ReAnchor Explorer", analytics_enabled=False) as demo:

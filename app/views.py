@@ -65,15 +65,19 @@ def round_entry(state: dict, k: int) -> tuple[str, str]:
     rounds, texts = trace["rounds"], trace.get("token_texts", {})
     best = instructive(state)
     phase = int(state.get("phase") or 0)
+    projector = bool(state.get("projector"))
     cfg = trace.get("config") if isinstance(trace.get("config"), dict) else {}
     cap = records.depth_cap(trace, rounds[k])
     prev = rounds[k - 1] if k > 0 else None
     note = f"The most instructive round: {best[1]}; the page opens here." if best and best[0] == k else None
+    seen: set[str] = set()  # the glossary's words, titled on their first appearance in this caption
     step = render.phase_html(phase, render.phase_text(rounds[k], prev, phase, texts, cfg.get("mode"),
-                                                      cfg.get("rule"))) if phase else ""
-    return (step + render.round_caption(rounds[k], k, len(rounds), cap, note, attachment(trace, k, state)),
+                                                      cfg.get("rule")), seen) if phase else ""
+    caption = step + render.round_caption(rounds[k], k, len(rounds), cap, note, attachment(trace, k, state),
+                                          state.get("teach"), compact=projector and bool(phase), seen=seen)
+    return (f"<div class='rx-proj'>{caption}</div>" if projector else caption,
             plots.round_figure_json(rounds[k], texts, depth_cap=cap, prev=prev, phase=phase,
-                                    projector=bool(state.get("projector")), unfold=bool(state.get("unfold"))))
+                                    projector=projector, unfold=bool(state.get("unfold"))))
 
 
 def round_outputs(state: dict, i: int, prefetch: bool = True):
@@ -150,12 +154,16 @@ def rounds_json(state: dict | None, key, start, count) -> tuple[int, str]:
 
 
 def instructive(state: dict) -> tuple[int, str] | None:
-    """(round, why) the session's finished trace opens on (records.most_instructive), kept per trace."""
+    """(round, why) the session's finished trace opens on (records.most_instructive), kept per trace with the rounds
+    worth teaching (state["teach"], records.teachable_rounds: the caption's list)."""
     trace = state.get("trace")
     if not trace or state.get("run") is not None:
+        state["teach"] = []  # a run's rounds still come: its list once it ends
         return None
     if state.get("best_of") != view_key(state):  # a key, not the trace: freeing the trace must free it all
-        state["best_of"], state["best"] = view_key(state), records.most_instructive(trace.get("rounds", []))
+        rounds, texts = trace.get("rounds", []), trace.get("token_texts", {})
+        state["best_of"], state["best"] = view_key(state), records.most_instructive(rounds, texts)
+        state["teach"] = records.teachable_rounds(rounds, texts)
     return state["best"]
 
 

@@ -9,6 +9,24 @@ from .errors import InputError
 
 MODES = ("ar", "dflash", "shifted-fixed", "reanchor", "in-block", "extension", "ddtree", "reanchor-tree")
 RULES = ("earliest", "fixed", "random", "latest", "all")
+# Each mode and rule in one line, as menus and the app's glossary say them (README.md's tables word them the same).
+MODE_HELP = {
+    "ar": "no drafts: the target alone, one token a round (the reference every mode equals)",
+    "dflash": "the baseline block g(0) alone (plain DFlash)",
+    "shifted-fixed": "reanchor with rule fixed: each shifted block only at its native index d (the paper's ablation)",
+    "reanchor": "g(0) and every shifted block g(d) attached by the rule, merged into one trie",
+    "in-block": "reanchor with every path cut to the baseline's block length",
+    "extension": "only what the shifted blocks add beyond the whole baseline block",
+    "ddtree": "a draft tree of the N most probable prefixes of g(0)'s ranked tokens (DDTree)",
+    "reanchor-tree": "the same tree, with the shifted blocks' ranked branches competing for its N nodes",
+}
+RULE_HELP = {
+    "earliest": "the first matching site (the paper's default)",
+    "fixed": "only its native index t = d",
+    "random": "one matching site at random (seeded)",
+    "latest": "the last matching site",
+    "all": "every matching site, one path each",
+}
 # How drafts are accepted at T > 0 (at T = 0 both take the target's argmax):
 #   speculative  rejection sampling with the drafter's own law q: accept a draft x with
 #                min(1, p(x)/q(x)), else sample norm(max(p - q, 0)); over a trie, each proposal in

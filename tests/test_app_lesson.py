@@ -296,8 +296,8 @@ def test_projector_setting_labels_marks_fold_and_trie_above_the_fold(page):
     # the folded row opens on a click, and closes again
     cell = page.evaluate("""() => { const gd = document.querySelector('#rx-round-plot .js-plotly-plot[data-shown]'),
         l = gd._fullLayout, t = gd.data.find(t => t.meta === 'fold'), k = t.z[0].findIndex(v => v !== null);
-        const r = gd.querySelector('.nsewdrag').getBoundingClientRect();
-        return {x: l.xaxis.l2p(t.x0 + k) + l.xaxis._offset, y: l.yaxis.l2p(t.y[0]) + l.yaxis._offset}; }""")
+        const x = t.x ? (t.x[k] + t.x[k + 1]) / 2 : t.x0 + k;  // projector: the columns' edges (their own widths)
+        return {x: l.xaxis.l2p(x) + l.xaxis._offset, y: l.yaxis.l2p(t.y[0]) + l.yaxis._offset}; }""")
     page.mouse.click(page.evaluate("() => document.querySelector('#rx-round-plot .js-plotly-plot[data-shown]')"
                                    ".getBoundingClientRect().left") + cell["x"],
                      page.evaluate("() => document.querySelector('#rx-round-plot .js-plotly-plot[data-shown]')"

@@ -15,6 +15,7 @@ import re
 
 import pytest
 
+from app.examples import LESSON_TRACE
 from app_fixtures import OUTPUT, REPO, chromium_or_skip, compare_with_dflash, wait_text
 from test_app_browser import JS_ROUND_SETTLED, click_timeline_bar  # the page helpers those tests use
 
@@ -175,7 +176,7 @@ def test_c_f_input_errors_leave_no_pills_and_no_traceback(app, page):
 
 def test_d_example_box_empties_when_a_run_replaces_the_view(page):
     if EXAMPLES:
-        assert example_box(page) == EXAMPLES[0].stem
+        assert example_box(page) == LESSON_TRACE                # the page opens on the lesson's example
     run(page, "hi, j.")
     assert example_box(page) == ""                            # (d): kept the example's name
     assert "most instructive" in caption(page) or "Round 0 " in caption(page)
