@@ -213,6 +213,11 @@ class Engine:
         return Drafts(tokens, p.logits, p.probs, p.confidence, backbone, p.argmax)
 
     @staticmethod
+    def new_context(cache) -> ContextKV:
+        """A run's drafter context K/V (round.State keeps it), beside its target `cache`."""
+        return ContextKV()
+
+    @staticmethod
     def new_masks() -> "TreeMask":
         """A run's verify mask buffer (round.State keeps it)."""
         return TreeMask()
@@ -252,7 +257,7 @@ class Engine:
             self.verify(build_trie([[t % vocab for t in range(n)]]), P, cache)
             self.compact(cache, P, [])  # drop the verified nodes again
 
-        ctx, gen = ContextKV(), torch.Generator(device=dev).manual_seed(0)
+        ctx, gen = self.new_context(cache), torch.Generator(device=dev).manual_seed(0)
         self.draft(ctx, feats[: P - 4], feats[:0], [1], P - 4, B, 0.0, gen, True)  # fill ctx
 
         def draft(n: int) -> None:
@@ -314,6 +319,23 @@ def position_ids(a: int, b: int, device) -> torch.Tensor:
             buf = torch.arange(max(b, 4096, 2 * (0 if buf is None else buf.shape[1])), device=device)[None]
         _POSITIONS[device] = buf
     return buf.narrow(1, a, b - a)
+
+
+def tree_visibility(parents: list[int], sizes: list[int] | None = None) -> numpy.ndarray:
+    """(n, n) bool on the host: node i sees node j iff j is i or one of its ancestors. `sizes`: the subtree sizes of
+    a trie numbered in depth-first preorder (Trie.sizes), where node j's descendants are the next sizes[j] - 1 nodes:
+    node i then sees j iff j <= i < j + sizes[j]. numpy: a few array ops (preorder) or a row per node, each ~6x
+    cheaper than torch's."""
+    n = len(parents)
+    if sizes is not None:
+        j = numpy.arange(n)
+        return (j[None, :] <= j[:, None]) & (j[:, None] < (j + numpy.asarray(sizes))[None, :])
+    vis = numpy.zeros((n, n), dtype=bool)
+    for i, p in enumerate(parents):   # node i sees what its parent sees, and itself (parents precede children)
+        if p >= 0:
+            vis[i, : p + 1] = vis[p, : p + 1]
+        vis[i, i] = True
+    return vis
 
 
 MASK_ALIGN = 16   # elements: a mask view's start and row stride (CUDA's memory-efficient attention loads the
@@ -382,16 +404,6 @@ class TreeMask:
             buf[0, 0, :ln, ls: ls + ln] = 0
         block = buf[0, 0, :n, s: s + n]
         block.fill_(torch.finfo(dtype).min)
-        # numpy on the host: a few array ops (preorder) or a row per node, each ~6x cheaper than torch's
-        if sizes is not None:
-            j = numpy.arange(n)
-            vis = (j[None, :] <= j[:, None]) & (j[:, None] < (j + numpy.asarray(sizes))[None, :])
-        else:  # node i sees what its parent sees, and itself (parents precede children)
-            vis = numpy.zeros((n, n), dtype=bool)
-            for i, p in enumerate(parents):
-                if p >= 0:
-                    vis[i, : p + 1] = vis[p, : p + 1]
-                vis[i, i] = True
-        block.masked_fill_(torch.from_numpy(vis).to(device), 0)
+        block.masked_fill_(torch.from_numpy(tree_visibility(parents, sizes)).to(device), 0)
         self.last = (s, n)
         return buf[:, :, :n, : s + n]

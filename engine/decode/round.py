@@ -48,6 +48,7 @@ class ModelCalls(Protocol):
     def verify(self, trie, s: int, cache, masks=None) -> tuple: ...
     def compact(self, cache, s: int, chain: list[int]) -> None: ...
     def pick(self, logits: torch.Tensor, T: float, gen) -> int: ...
+    def new_context(self, cache): ...
     def new_masks(self): ...
 
 
@@ -94,7 +95,7 @@ def start(eng: ModelCalls, prompt_ids: list[int], rc: RoundConfig, seed: int) ->
     logits, feats, cache = eng.prefill(prompt_ids)
     first = eng.pick(logits[-1], rc.temperature, gen)
     done = first in rc.stops or rc.max_len - len(prompt_ids) <= 1
-    return first, State(list(prompt_ids) + [first], cache, ContextKV(), feats, feats[:0], [], gen,
+    return first, State(list(prompt_ids) + [first], cache, eng.new_context(cache), feats, feats[:0], [], gen,
                         random.Random(seed), done, eng.new_masks())
 
 

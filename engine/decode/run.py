@@ -26,6 +26,10 @@ def check_run(engine: ModelCalls, prompt_ids: list[int], cfg: DecodeConfig | Non
     if budget is None and any(auto_fields(cfg)):
         raise InputError("max_shifted" if auto_fields(cfg)[0] else "max_trie_nodes",
                          "'auto' needs a budget: engine.decode.cost.budget_for(engine, cfg)")
+    static = getattr(engine, "context", None)   # a StaticEngine's preallocated context (engine/decode/static.py)
+    if static and len(prompt_ids) + cfg.max_new_tokens > static:
+        raise InputError("max_new_tokens", f"{cfg.max_new_tokens} does not fit: this prompt leaves room for at most "
+                         f"{max(static - len(prompt_ids), 0)} in the static engine's context of {static}")
     limit = getattr(engine.models.target.config, "max_position_embeddings", None)
     if limit:
         if len(prompt_ids) >= limit:
