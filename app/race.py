@@ -1,6 +1,7 @@
 """The Race tab: two to four decoding modes on one prompt, plain decoding (`ar`) the reference lane. Lanes run
-one after another on this machine (one model, shared cores), each streaming its text as it decodes; the
-finished race is replayed side by side on one clock from the recorded round times (app.race_view draws it).
+interleaved round by round on this machine (one round of each lane in turn: they share its noise), each lane's
+clock counting only its own rounds, each streaming its text as it decodes; the finished race is replayed side by
+side on one clock from those times (app.race_view draws it).
 Also: the demo preset this machine's measured profile picks, the race's HTML export, and a lane opened in the
 round inspector through the app's own trace-loading path (Callbacks.on_upload)."""
 from __future__ import annotations
@@ -16,7 +17,7 @@ from engine.decode.cost import budget_for, profiled
 from engine.errors import InputError
 from engine.options import auto_label, mode_rule
 
-from . import race_view, session
+from . import race_view, session, views
 from .page import PLOTLY_JS
 from .examples import WRITTEN
 from .loader import dtype_name
@@ -44,8 +45,9 @@ DEMO_PROMPT = dict(WRITTEN)["code: Fibonacci"]
 # sizes each round's tree to what pays on this machine. (bf16 on the 2-core CPU measured 1.5: not flat; the
 # auto budget beat the fixed 32-node trees there, 1.34x against 1.23x.)
 FLAT_VERIFY = 1.3
-NOTE = ("Lanes ran one after another on this machine and are replayed side by side on one clock from their "
-        "recorded round times (measured time), or on target forward passes (hardware-free).")
+NOTE = ("Lanes ran interleaved round by round on this machine (one round of each lane in turn, so they share its "
+        "load); each lane's clock counts only its own rounds. Replayed side by side on that clock (measured time) "
+        "or on target forward passes (hardware-free).")
 
 
 def lane_config(label: str) -> tuple[str, str, str | None, str | None]:
@@ -113,9 +115,15 @@ def versus(dtype: str) -> str:
 
 
 def badge_words(dtype: str) -> str:
-    """What the texts are compared with: plain decoding of the same target in the same dtype."""
-    return "plain decoding" if dtype == "float32" else f"plain decoding in {dtype} (not exact: {dtype} numerics " \
-        "change with the batch shape; fp32 is token-for-token exact)"
+    """What the texts are compared with: plain decoding of the same target in the same dtype (the badge's words;
+    that a non-float32 race is not exact is said once, in the note: precision_note)."""
+    return "plain decoding" if dtype == "float32" else f"plain decoding in {dtype}"
+
+
+def precision_note(dtype: str) -> str:
+    """The note's sentence on a race's precision: empty for float32 (exact)."""
+    return "" if dtype == "float32" else (f" Not exact: {dtype} numerics change with the batch shape, so a lane's "
+                                          "text may differ from plain decoding's (float32 is token for token).")
 
 
 def check_lanes(lanes) -> list[str]:
@@ -128,6 +136,60 @@ def check_lanes(lanes) -> list[str]:
     if not MIN_LANES <= len(lanes) <= MAX_LANES:
         raise bad_input(f"Lanes: pick {MIN_LANES} to {MAX_LANES}, got {len(lanes)}")
     return lanes
+
+
+class LaneRuns:
+    """A race's runs as the session's one run (st["run"]): Stop stops every lane at its next round boundary."""
+
+    def __init__(self, runs: list):
+        self.runs = runs
+
+    def stop(self) -> None:
+        for run in self.runs:
+            run.stop()
+
+
+def lane_end(run) -> str:
+    """A finished lane's status: done, stopped (Stop), or cut by the per-run time limit."""
+    return race_view.CUT if getattr(run, "time_limited", False) else \
+        "stopped" if (run.result or {}).get("stopped") else "done"
+
+
+def interleave(engine, ids: list[int], runs: list[tuple], st: dict, every: float = UPDATE_S):
+    """Step the lanes' runs one round each in turn (a lane that has ended is passed over), so that they share the
+    machine's load; each lane's clock (own, seconds) counts only the time spent stepping it: its prefill, its rounds
+    and their records. `runs`: (Run, config) per lane. Yields (traces, own, statuses, ended) at most every `every`
+    seconds while lanes run, then once with ended True: the final traces (None for a lane stopped in its prefill).
+    The runs are the session's run (st["run"]) meanwhile."""
+    n = len(runs)
+    traces, own, statuses = [None] * n, [0.0] * n, ["running"] * n
+    gens = [stream_run(engine, run, ids, cfg) for run, cfg in runs]
+    st["run"] = LaneRuns([run for run, _ in runs])
+    active, last = list(range(n)), 0.0
+    try:
+        while active:
+            for i in list(active):
+                t0 = time.perf_counter()
+                live = next(gens[i], None)
+                own[i] += time.perf_counter() - t0
+                if live is not None:
+                    traces[i] = live[0]
+                    continue
+                active.remove(i)
+                run = runs[i][0]
+                try:
+                    traces[i] = run.trace()
+                except InputError:   # stopped (or cut) in its prefill: no token, an empty lane
+                    traces[i] = None
+                statuses[i] = lane_end(run)
+            if active and time.monotonic() - last >= every:
+                last = time.monotonic()
+                yield traces, own, statuses, False
+    finally:
+        for g in gens:
+            g.close()   # stream_run stops its run
+        st["run"] = None
+    yield traces, own, statuses, True
 
 
 class Race:
@@ -155,9 +217,10 @@ class Race:
         return self.preset()[-1], gr.update(choices=precision_choices(dtypes),
                                             value=precision if precision in dtypes else dtypes[0])
 
-    def _lanes_payload(self, labels, traces, statuses, ref, phase, dtype):
-        lanes = [race_view.lane_payload(lb, LANES[lb], statuses[i], traces[i]) for i, lb in enumerate(labels)]
-        return race_view.payload(lanes, ref, phase, NOTE, badge_words(dtype), versus(dtype))
+    def _lanes_payload(self, labels, traces, statuses, ref, phase, dtype, own=None):
+        own = own or [None] * len(labels)
+        lanes = [race_view.lane_payload(lb, LANES[lb], statuses[i], traces[i], own[i]) for i, lb in enumerate(labels)]
+        return race_view.payload(lanes, ref, phase, NOTE + precision_note(dtype), badge_words(dtype), versus(dtype))
 
     def _precision(self, precision):
         """The race's Engine in the chosen precision (the loaded one when none is given), waiting (and saying so)
@@ -176,8 +239,8 @@ class Race:
             raise field_error(e) from None
 
     def on_race(self, prompt, lanes, max_new, repeatable, precision, st):
-        """Run the lanes one after another, streaming each, in the chosen precision (plain decoding too); then
-        the replay and the export."""
+        """Run the lanes interleaved round by round, streaming them, in the chosen precision (plain decoding too);
+        then the replay and the export."""
         st = st if isinstance(st, dict) else session.new_state()
         self.sessions.touch(st)
         settings = parse_inputs(prompt, REFERENCE, "earliest", 0.0, 0, max_new)
@@ -194,49 +257,32 @@ class Race:
         except InputError as e:
             raise field_error(e) from None
         ref = labels.index(REFERENCE) if REFERENCE in labels else None
-        traces, statuses = [None] * len(labels), ["waiting"] * len(labels)
         st.update(race_stop=False, race=None)
         skip = gr.skip()
-        log.info("race started: %s, %d tokens, %s, %s budget", labels, n, dtype, calibration)
-        for i, label in enumerate(labels):
-            if st.get("race_stop"):
-                statuses[i] = "skipped (stopped)"
-                continue
+        if self.loader.profiling and profiled(engine) is None and any("auto" in lb for lb in labels):
+            yield skip, f"waiting for this machine's profile ({self.loader.profile_status()})", skip
+        runs = []
+        for label in labels:
             mode, rule, k, N = lane_config(label)
             cfg = DecodeConfig(mode=mode, rule=rule, temperature=0.0, seed=0, max_new_tokens=n, max_shifted=k,
                                max_trie_nodes=N, calibration=calibration)
-            if self.loader.profiling and "auto" in (k, N) and profiled(engine) is None:
-                yield skip, f"lane {label}: waiting for this machine's profile ({self.loader.profile_status()})", skip
             try:
-                run = engine.run(ids, cfg, budget_for(engine, cfg))
+                runs.append((engine.run(ids, cfg, budget_for(engine, cfg)),
+                             {"mode": mode, "rule": rule, "temperature": 0.0, "seed": 0, "max_new_tokens": n,
+                              "max_shifted": k, "max_trie_nodes": N}))
             except InputError as e:
                 raise field_error(e) from None
-            st["run"], statuses[i] = run, "running"
-            config = {"mode": mode, "rule": rule, "temperature": 0.0, "seed": 0, "max_new_tokens": n,
-                      "max_shifted": k, "max_trie_nodes": N}
-            last = 0.0
-            try:
-                yield (race_view.payload_json(self._lanes_payload(labels, traces, statuses, ref, "live", dtype)),
-                       f"lane {i + 1} of {len(labels)}: {label} decoding…", skip)
-                for live, _ in stream_run(engine, run, ids, config):
-                    traces[i] = live
-                    if time.monotonic() - last >= UPDATE_S:
-                        last = time.monotonic()
-                        yield (race_view.payload_json(self._lanes_payload(labels, traces, statuses, ref, "live",
-                                                                          dtype)),
-                               f"lane {i + 1} of {len(labels)}: {label} decoding… {len(live['rounds'])} rounds", skip)
-            finally:
-                run.stop()
-                st["run"] = None
-            try:
-                traces[i] = run.trace()
-            except InputError:   # stopped (or cut) in its prefill: no token, an empty lane
-                traces[i] = None
-            statuses[i] = race_view.CUT if getattr(run, "time_limited", False) else \
-                "stopped" if run.result.get("stopped") else "done"
+        log.info("race started: %s, %d tokens, %s, %s budget, interleaved", labels, n, dtype, calibration)
+        for traces, own, statuses, ended in interleave(engine, ids, runs, st):
+            if ended:
+                break
+            yield (race_view.payload_json(self._lanes_payload(labels, traces, statuses, ref, "live", dtype, own)),
+                   f"racing {len(labels)} lanes, one round of each in turn… " +
+                   ", ".join(f"{lb} {len((t or {}).get('rounds') or [])}" for lb, t in zip(labels, traces))
+                   + " rounds", skip)
         phase = "stopped" if st.get("race_stop") else "done"
-        p_final = self._lanes_payload(labels, traces, statuses, ref, phase, dtype)
-        st["race"] = {"labels": labels, "traces": traces}
+        p_final = self._lanes_payload(labels, traces, statuses, ref, phase, dtype, own)
+        st["race"] = {"labels": labels, "traces": traces, "dtype": dtype}
         path = session.replace_export(st, "race_export", self.export(p_final, labels))   # the last race's only
         log.info("race ended: %s", [(lb, lane["tps"]) for lb, lane in zip(labels, p_final["lanes"])])
         yield (race_view.payload_json(p_final), "stopped: the lanes that ran are replayed" if phase == "stopped"
@@ -263,7 +309,11 @@ class Race:
         if not race or not isinstance(i, int) or not 0 <= i < len(race["traces"]) or race["traces"][i] is None:
             raise bad_input("Race: no finished lane to open; run a race first")
         path = session.export_trace(race["traces"][i])
-        return (*self.cb.on_upload(path, st), gr.Tabs(selected="explore"))
+        out = list(self.cb.on_upload(path, st))
+        # the lane's full label, as the race named it (mode with -auto, precision), in the inspector's status
+        at = ("state",) + views.VIEW_OUTPUTS
+        out[at.index("metrics")] = views.metrics(out[0], f"race lane {race['labels'][i]} in {race.get('dtype', '?')}")
+        return (*out, gr.Tabs(selected="explore"))
 
 
 def layout(c: SimpleNamespace, dtypes: list[str]) -> None:

@@ -8,6 +8,7 @@ import json
 
 import plotly.graph_objects as go
 
+from engine.analyses import displaced
 from engine.trace import token_sources
 
 from .plots import BASE_COLOR, BONUS_COLOR, D_COLORS, FONT
@@ -15,16 +16,17 @@ from .render import source_style
 from .tokentext import plotly_text, trace_pieces
 
 LANE_COLORS = ["#555b66", BASE_COLOR, D_COLORS[1], D_COLORS[2]]   # plain decoding grey, then one per lane
-SLIDE_PX = (1920, 1080)   # a figure's PNG (the modebar's camera): slide resolution
+SLIDE_PX = (1920, 1080)   # a figure's PNG (the modebar's camera): slide resolution, drawn at scale 2
 
 
-def lane_marks(trace: dict) -> list[list[float]]:
+def lane_marks(trace: dict, own_s: float | None = None) -> list[list[float]]:
     """[measured ms, target forward passes, tokens committed] after the prefill, then after every round. The
-    prefill's share of the run's time is what the rounds' own times leave of the measured wall time (the
-    engine's stats) or, while a run streams, of the time elapsed."""
+    prefill's share of the run's time is what the rounds' own times leave of the lane's own clock `own_s` (the
+    seconds spent stepping this lane: lanes run interleaved, so the engine's wall time would count the others'
+    rounds too) or, without it, of the engine's measured wall time or the time elapsed."""
     rounds = trace.get("rounds") or []
     stats = trace.get("stats") or {}
-    wall_ms = 1000.0 * (stats.get("wall_s") or trace.get("elapsed_s") or 0.0)
+    wall_ms = 1000.0 * (own_s if own_s is not None else stats.get("wall_s") or trace.get("elapsed_s") or 0.0)
     rounds_ms = sum(r.get("round_ms", 0.0) for r in rounds)
     t = max(0.0, wall_ms - rounds_ms) if rounds else wall_ms
     marks, n = [[round(t, 1), 1, 1 if rounds else 0]], 1
@@ -67,21 +69,41 @@ def speedup(lane_tps: float | None, ref_tps: float | None) -> float | None:
     return round(lane_tps / ref_tps, 2) if lane_tps and ref_tps else None
 
 
-def lane_payload(label: str, about: str, status: str, trace: dict | None) -> dict:
-    """One lane: its text pieces and their classes, marks on both clocks, counters (an empty lane before it runs)."""
+def shifted_gain(trace: dict) -> tuple[int, int]:
+    """(K, rounds): over the rounds that recorded the tree g(0) alone would have grown (trie.ddtree: reanchor-tree
+    rounds where shifted blocks took part, T=0), the tokens the run committed minus the tokens that tree would have
+    committed on the same state (its longest path along the run's own greedy continuation, plus the bonus):
+    engine.analyses.displaced's tau minus its ddtree_tau, times its rounds. A round where the shifted blocks
+    displaced a node that would have been accepted counts against K."""
+    d = displaced(trace)
+    return (round(d["rounds"] * (d["tau"] - d["ddtree_tau"])) if d["rounds"] else 0), d["rounds"]
+
+
+def shifted_tokens(src: list[str]) -> int:
+    """Tokens whose accepted path came from a shifted block (a g(k), k >= 1: the text's shifted colours)."""
+    return sum(c.startswith("rx-s") for c in src)
+
+
+def lane_payload(label: str, about: str, status: str, trace: dict | None, own_s: float | None = None) -> dict:
+    """One lane: its text pieces and their classes, marks on both clocks, counters (an empty lane before it runs).
+    `own_s`: the lane's own clock (lane_marks); its tokens/s is tokens over it."""
     if not trace:
         return {"label": label, "about": about, "status": status, "pieces": [], "src": [], "marks": [],
-                "tokens": 0, "passes": 0, "tps": None, "wall_s": 0.0, "tau": None, "max_nodes": 0, "max_round_ms": 0.0}
+                "tokens": 0, "passes": 0, "tps": None, "wall_s": 0.0, "tau": None, "max_nodes": 0, "max_round_ms": 0.0,
+                "shifted": 0, "gain": None, "gain_rounds": 0}
     rounds = trace.get("rounds") or []
     _, pieces = trace_pieces(trace)
-    marks = lane_marks(trace)
+    marks = lane_marks(trace, own_s)
     wall_s = marks[-1][0] / 1000.0
     tokens = marks[-1][2]
     stats = trace.get("stats") or {}
     done = status in ("done", "stopped", CUT) and stats.get("tokens_per_s") is not None
-    tps = stats["tokens_per_s"] if done else (tokens / wall_s if wall_s > 0 else None)
+    tps = stats["tokens_per_s"] if done and own_s is None else (tokens / wall_s if wall_s > 0 else None)
+    src = lane_sources(trace)[:tokens]
+    gain, gain_rounds = shifted_gain(trace) if done else (None, 0)
     return {"label": label, "about": about, "status": status, "pieces": pieces[:tokens],
-            "src": lane_sources(trace)[:tokens], "marks": marks, "tokens": tokens, "passes": len(rounds) + 1 if rounds else 0,
+            "src": src, "shifted": shifted_tokens(src), "gain": gain if gain_rounds else None, "gain_rounds": gain_rounds,
+            "marks": marks, "tokens": tokens, "passes": len(rounds) + 1 if rounds else 0,
             "tps": round(tps, 2) if tps else None, "wall_s": round(wall_s, 3),
             "tau": round(tokens / len(rounds), 2) if rounds else None,
             "max_nodes": max((len(r["trie"]["tokens"]) for r in rounds), default=0),
@@ -124,12 +146,13 @@ def race_figure(lanes: list[dict], clock: str) -> dict:
                                  line=dict(shape="hv", color=LANE_COLORS[i % len(LANE_COLORS)], width=2.5),
                                  marker=dict(size=4), name=plotly_text(lane["label"]),
                                  hovertemplate="%{x}: %{y} tokens<extra>" + plotly_text(lane["label"]) + "</extra>"))
-    xtitle = "measured time (s; lanes ran one after another, replayed from their round times)" if clock == "time" \
+    xtitle = "measured time (s; each lane's own rounds, run interleaved)" if clock == "time" \
         else "target forward passes (hardware-free)"
-    fig.update_layout(template="none", font=FONT, height=300, margin=dict(l=50, r=10, t=36, b=44),
+    # 12 px on the page, 24 px in the slide PNG (RACE_JS draws that at scale 2 of half the slide's size)
+    fig.update_layout(template="none", font={**FONT, "size": 12}, height=300, margin=dict(l=50, r=10, t=36, b=44),
                       title=dict(text=plotly_text("tokens committed against " + ("time" if clock == "time"
                                                                                   else "target forward passes")),
-                                 x=0.01, font=dict(size=13)),
+                                 x=0.01, font=dict(size=14)),
                       xaxis=dict(title_text=plotly_text(xtitle), rangemode="tozero"),
                       yaxis=dict(title_text="tokens", rangemode="tozero"),
                       legend=dict(orientation="h", x=1, xanchor="right", y=1.02, yanchor="bottom"),
@@ -174,12 +197,14 @@ CSS = f"""
 .rx-race .rx-ltext{{white-space:pre-wrap;font-family:ui-monospace,'DejaVu Sans Mono',Menlo,Consolas,monospace;
   font-size:13px;line-height:1.5;height:190px;overflow-y:auto;border:1px solid #eee;border-radius:4px;padding:4px;
   background:#fcfcfd;overflow-wrap:anywhere}}
-.rx-race .rx-lbadge{{font-size:14px;margin-top:4px;min-height:1.4em}}
+.rx-race .rx-lbadge{{font-size:14px;margin-top:4px;min-height:1.4em;white-space:nowrap;overflow:hidden;text-overflow:ellipsis}}
+.rx-race .rx-lshift{{font-size:14px;margin:2px 0;font-variant-numeric:tabular-nums}}
+.rx-race .rx-lgain{{font-weight:700}}
 .rx-race .rx-lbadge .rx-x-n{{font-weight:700;font-size:17px}}
 .rx-race .rx-same{{color:#137a3c;font-weight:600}}.rx-race .rx-differs{{color:#b3261e;font-weight:700}}
 .rx-race .rx-linspect{{font-size:12px;padding:1px 8px;border:1px solid #888;border-radius:5px;background:#f4f4f6;cursor:pointer}}
 .rx-race .rx-b{{background:{BASE_COLOR}22}}.rx-race .rx-x{{background:{BONUS_COLOR}55}}
-""" + "".join(f".rx-race .rx-s{i}{{background:{c}44}}" for i, c in enumerate(D_COLORS))
+""" + "".join(f".rx-race .rx-s{i}{{background:{c}66;box-shadow:inset 0 -2px 0 {c}}}" for i, c in enumerate(D_COLORS))
 
 # The renderer: rxRaceMount(root, payload, {inspect}) draws the lanes; a finished race gets its replay (both
 # clocks, a speed, a scrubber) and plays it once. Text is set as text nodes, never as HTML.
@@ -225,17 +250,34 @@ window.rxRaceMount = function (root, P, opts) {
     }
     lane.appendChild(head);
     const count = el('div', 'rx-lcount'); lane.appendChild(count);
+    // a lane with shifted blocks counts the tokens they gave (the text's shifted colours)
+    const shift = L.label.startsWith('reanchor') ? el('div', 'rx-lshift') : null;
+    if (shift) lane.appendChild(shift);
     const text = el('div', 'rx-ltext'); lane.appendChild(text);
     const badge = el('div', 'rx-lbadge'); lane.appendChild(badge);
     if (L.passes > 1) lane.appendChild(el('div', 'rx-lcap', 'largest round ' + L.max_nodes + ' nodes · longest ' +
       (L.max_round_ms / 1000).toFixed(2) + ' s (Stop acts at the next round)'));
     grid.appendChild(lane);
-    return {L, lane, stat, count, text, badge, shown: -1};
+    return {L, lane, stat, count, shift, text, badge, shown: -1};
   });
-  const counters = (b, n, passes, tps) => {
+  const counters = (b, n, passes, tps, fin) => {
     b.count.innerHTML = '';
     [['tokens ', n], [' · passes ', passes], [' · tokens/s ', fmt(tps, 2)]].forEach(([k, v]) => {
       b.count.appendChild(document.createTextNode(k)); b.count.appendChild(el('b', null, String(v))); });
+    if (!b.shift) return;
+    let k = 0; for (let j = 0; j < n; j++) if ((b.L.src[j] || '').startsWith('rx-s')) k++;
+    b.shift.innerHTML = ''; b.shift.dataset.shifted = k;
+    b.shift.appendChild(document.createTextNode('tokens from shifted blocks: '));
+    b.shift.appendChild(el('b', null, String(k)));
+    if (fin && b.L.gain !== null && b.L.gain !== undefined) {
+      const g = b.L.gain;
+      b.shift.appendChild(document.createTextNode(' · '));
+      const w = el('span', 'rx-lgain', g >= 0 ? 'ReAnchor added ' + g + ' token' + (g === 1 ? '' : 's') +
+        ' over the tree alone' : 'ReAnchor: ' + (-g) + ' token' + (g === -1 ? '' : 's') + ' fewer than the tree alone');
+      w.title = 'over the ' + b.L.gain_rounds + ' rounds that recorded the tree g(0) alone would have grown: the ' +
+        'tokens committed minus what that tree would have committed on the same state';
+      b.shift.dataset.gain = g; b.shift.appendChild(w);
+    }
   };
   const setText = (b, n) => {
     if (b.shown === n) return;
@@ -251,8 +293,9 @@ window.rxRaceMount = function (root, P, opts) {
     const L = b.L; b.badge.innerHTML = '';
     if (i === P.ref) { b.badge.appendChild(el('span', null, 'the reference: ' + P.badge)); return; }
     if (L.speedup !== null && L.speedup !== undefined) {
-      b.badge.appendChild(el('span', 'rx-x-n', '×' + L.speedup.toFixed(2)));
-      b.badge.appendChild(document.createTextNode(' against ' + (P.versus || 'plain decoding') + ' · '));
+      const x = el('span', 'rx-x-n', '×' + L.speedup.toFixed(2));
+      x.title = 'tokens/s against ' + (P.versus || 'plain decoding');
+      b.badge.appendChild(x); b.badge.appendChild(document.createTextNode(' · '));
     }
     if (L.same === true) b.badge.appendChild(el('span', 'rx-same', (L.cut ? 'cut by the run time limit: the ' +
       'tokens both lanes made are the same text as ' : 'same text as ') + P.badge + ' ✓'));
@@ -260,7 +303,7 @@ window.rxRaceMount = function (root, P, opts) {
       ' at token #' + L.diff.at + ': ' + JSON.stringify(show(L.diff.ref)) + ' there, ' + JSON.stringify(show(L.diff.lane)) + ' here'));
   });
   if (!done) {
-    boxes.forEach((b) => { setText(b, b.L.tokens); counters(b, b.L.tokens, b.L.passes, b.L.tps); });
+    boxes.forEach((b) => { setText(b, b.L.tokens); counters(b, b.L.tokens, b.L.passes, b.L.tps, false); });
     return;
   }
   badges();
@@ -274,7 +317,8 @@ window.rxRaceMount = function (root, P, opts) {
   let clock = 'time', t = 0, last = null, playing = false, figDrawn = null, cursorAt = -1;
   const fig = el('div', 'rx-rfig'); fig.style.width = '100%'; root.appendChild(fig);
   const plotConfig = {responsive: true, displaylogo: false,
-    toImageButtonOptions: {format: 'png', filename: 'race-' + clock, width: P.slide[0], height: P.slide[1], scale: 1}};
+    toImageButtonOptions: {format: 'png', filename: 'race-' + clock, width: P.slide[0] / 2, height: P.slide[1] / 2,
+                          scale: 2}};
   const drawFig = () => {
     if (!window.Plotly || !P.figs) return;
     const f = P.figs[clock];
@@ -293,8 +337,8 @@ window.rxRaceMount = function (root, P, opts) {
       const [n, passes, fin] = at(b.L, t);
       setText(b, n);
       const tps = fin ? b.L.tps : (clock === 'time' && t > 0 && n ? n / t : null);
-      counters(b, n, passes, tps);
-      b.stat.textContent = fin ? 'finished' : (n ? 'decoding…' : 'waiting');
+      counters(b, n, passes, tps, fin);
+      b.stat.textContent = fin ? (b.L.status === 'done' ? 'finished' : b.L.status) : (n ? 'decoding…' : 'waiting');
       b.badge.style.visibility = fin ? 'visible' : 'hidden';   // a lane's verdict once it has finished
     });
     readout.textContent = clock === 'time' ? 't = ' + t.toFixed(2) + ' s of ' + end.time.toFixed(2) + ' s'
