@@ -473,7 +473,9 @@ def _trie_node_traces(rec: dict, token_texts: dict, trie_y: list[float], acc_set
                        " · accepted" if i in acc_set else "", _drafter_note(trie, i), plotly_text(blocks)])
         out.append({
             "type": "scatter", "x": [X(s + int(depths[i])) for i in nodes], "y": [trie_y[i] for i in nodes],
-            "mode": "markers+text", "name": plotly_text(cat), "meta": "trie-g0" if cat == "baseline" else "trie",
+            "mode": "markers+text", "name": plotly_text(cat),
+            # the path alone (projector phases 8-9): its nodes are the path a phase points at
+            "meta": "path" if only is not None else "trie-g0" if cat == "baseline" else "trie",
             "xaxis": "x2", "yaxis": "y2", "customdata": cd,
             "text": [label(i) for i in nodes],
             "textposition": "top center", "textfont": {"size": style.font},

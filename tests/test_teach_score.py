@@ -27,7 +27,7 @@ def phase_figures(trace: dict, k: int):
 def labels(fig: dict) -> list[str]:
     """Every token label the figure writes: grid cells and trie nodes (not the row names nor the branch tags)."""
     out = [x for t in fig["data"] if t["type"] == "heatmap" and t.get("meta") != "fold" for x in t["text"][0] if x]
-    return out + [x for t in fig["data"] if t.get("meta") in ("trie", "trie-g0") and t.get("mode") == "markers+text"
+    return out + [x for t in fig["data"] if t.get("meta") in ("trie", "trie-g0", "path") and t.get("mode") == "markers+text"
                   for x in t["text"] if x]
 
 
