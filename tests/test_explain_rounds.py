@@ -168,8 +168,6 @@ def test_tree_rounds_say_what_the_shifted_blocks_added(tmp_path, capsys):
     assert "no shifted blocks" in analyses.tree_text(analyses.tree_round(dd, 1))
 
 
-EXPLAIN_IMPORTS = "import sys, runpy; sys.argv = ['engine'] + sys.argv[1:]; "
-
 
 def test_explain_imports_no_torch(greedy, tmp_path):
     """The command reads a trace on a machine without the model stack: it imports no torch. (While engine/__main__'s
