@@ -305,10 +305,11 @@ class Callbacks:
             raise bad_input(f"{label}: no comparison run to inspect; run one first (Run comparison)")
         if st.get("run") is not None:
             raise bad_input(f"{label}: a run is in progress; press Stop first")
-        mine, other = st["trace"], st["compare"]
-        drop_export(st.get("trace_file"))  # the download button's copy of the trace leaving the inspector
-        return self._show_new(st, other, session.export_trace(other), "comparison run in the inspector (swapped)",
-                              i=i, compare=mine)
+        mine, other, old_file = st["trace"], st["compare"], st.get("trace_file")
+        out = self._show_new(st, other, session.export_trace(other), "comparison run in the inspector (swapped)",
+                             i=i, compare=mine)
+        drop_export(old_file)  # the download button's copy of the trace that left the inspector (made again if back)
+        return out
 
     @shows("Compare")
     def on_swap_click(self, st, evt: gr.EventData):
