@@ -7,10 +7,12 @@ import functools
 import inspect
 import logging
 import os
+import shutil
 import threading
 import time
 import traceback
 from dataclasses import replace
+from pathlib import Path
 
 import gradio as gr
 
@@ -52,6 +54,12 @@ def ask_round(st: dict, i) -> int:
         st["view"], st["view_in_run"] = session.clamp_round(st.get("trace"), i), True
         st["nav_ticket"] = ticket = st.get("nav_ticket", 0) + 1
     return ticket
+
+
+def drop_export(path: str | None) -> None:
+    """Delete a trace's exported copy (session.export_trace's folder; an example's own file is no export)."""
+    if path and Path(path).parent.name.startswith(session.EXPORT_PREFIX):
+        shutil.rmtree(Path(path).parent, ignore_errors=True)
 
 
 def unexpected(label: str, e: Exception) -> gr.Error:
@@ -140,20 +148,24 @@ class Callbacks:
         self.sessions.touch(st)
         return st
 
-    def _show_new(self, st, trace, trace_file, status: str, example: str | None = None):
-        """Show another trace in this session (a loaded one, the example labelled `example`), on its most
-        instructive round, without a comparison; the one it replaces is freed. The views are built on a
-        copy of the state, which replaces the session's only once they are: if building fails, the
+    def _show_new(self, st, trace, trace_file, status: str, example: str | None = None, i: int | None = None,
+                  compare: dict | None = None):
+        """Show another trace in this session (a loaded one, the example labelled `example`), on round i (None: its
+        most instructive round), beside `compare` (None: no comparison); the one it replaces is freed. The views are
+        built on a copy of the state, which replaces the session's only once they are: if building fails, the
         session keeps showing (and holding) what it showed."""
-        had = session.owns_traces(st)
+        had = session.owns_traces(st) and compare is None
         new = session.State(st)
         new.update(trace=trace, trace_file=trace_file, example=bool(example), example_label=example, freed=None,
-                   keyed=None, compare=None)
+                   keyed=None, compare=compare)
         try:
-            out = views.show_trace(new, None, status)
+            out = views.show_trace(new, i, status)
         except BaseException:
             session.drop_export(trace_file)   # the session never held it
             raise
+        if compare is not None:
+            out.update(zip(views.COMPARE_OUTPUTS, views.compare_views(new)))
+            new["compare_shown"] = True
         with NAV_LOCK:   # a round switch still being built for the trace replaced answers nothing (goto)
             old_file = st.get("trace_file")
             st.update(new, nav_ticket=st.get("nav_ticket", 0) + 1)
@@ -260,7 +272,7 @@ class Callbacks:
         yield views.ordered({"state": st, "metrics": render.metrics_view(None, status="running… (prefill)"),
                              "export_btn": gr.update(interactive=False), "example_trace": gr.update(value=None),
                              "tables": "", **dict(zip(views.COMPARE_OUTPUTS, views.compare_reset(st))),
-                             "token_no": gr.update(value=None)})  # token_no: a number in the old text
+                             "token_no": gr.update(value=None), "rule_rounds": ""})  # token_no: a number in the old text
         try:
             for live, rec in stream_run(engine, run, ids, config):
                 if st.get("trace_file"):   # the replaced trace's export goes with it (kept if stopped in the prefill)
@@ -331,6 +343,30 @@ class Callbacks:
         self.sessions.touch(st)
         *panel, table = views.compare_views(st)
         yield (st, *panel, views.metrics(st, "with comparison"), table)
+
+    @shows("Inspect the comparison run")
+    def on_swap(self, st, i: int | None = None):
+        """The comparison run takes the round inspector (on round i, else its most instructive), and the trace it was
+        compared with becomes the comparison: the Compare panel swaps sides, and the same button swaps back."""
+        label = "Inspect the comparison run"
+        st = self._session(st)
+        if st.get("compare") is None or not st.get("trace"):
+            raise bad_input(f"{label}: no comparison run to inspect; run one first (Run comparison)")
+        if st.get("run") is not None:
+            raise bad_input(f"{label}: a run is in progress; press Stop first")
+        mine, other, old_file = st["trace"], st["compare"], st.get("trace_file")
+        out = self._show_new(st, other, session.export_trace(other), "comparison run in the inspector (swapped)",
+                             i=i, compare=mine)
+        drop_export(old_file)  # the download button's copy of the trace that left the inspector (made again if back)
+        return out
+
+    @shows("Compare")
+    def on_swap_click(self, st, evt: gr.EventData):
+        """A round of the comparison run clicked in the Compare panel: that run takes the inspector, on that round."""
+        r = (getattr(evt, "_data", None) or {}).get("round")
+        if not isinstance(r, int) or isinstance(r, bool):
+            return views.ordered({})
+        return self.on_swap(st, r)
 
     @shows("Budget curve")
     def on_budget_curve(self, prompt_v, temp_v, seed_v, max_v, st):

@@ -339,9 +339,9 @@ if (!window.__rxNavBound) {  // on the document: the buttons may mount after thi
 # (app.plots.view_frame) follows the round figure (window.__rxRound) on every round switch, moved by hand:
 # Plotly.relayout of a shape redraws every bar (0.55 s a switch on a 2,000-round timeline). Its drawn paths
 # shift along x; the layout keeps the new place for Plotly's next redraw (a resize, a streamed timeline).
-JS_TIMELINE = """
-const VIEW = __VIEW__;
-window.__rxFrame = () => {
+JS_ROUND_PLOT = """
+const VIEW = __VIEW__, FRAME = __FRAME__, OTHER = __OTHER__;
+if (FRAME) window.__rxFrame = () => {
   const d = element.querySelector('.rx-plot'), r = window.__rxRound, full = d && d._fullLayout;
   if (!full || !full.xaxis || !full.shapes || r === undefined) return;
   (d.layout.shapes || []).forEach((s, k) => {
@@ -357,15 +357,18 @@ const draw = () => {
   if (!props.value) return;
   const f = JSON.parse(props.value);
   Promise.resolve(window.Plotly.react(d, f.data, f.layout, {responsive: true, displaylogo: false})).then(() => {
-    window.__rxFrame();  // a streamed timeline may be older than the round figure shown
+    if (FRAME) window.__rxFrame();  // a streamed timeline may be older than the round figure shown
     if (d.on && !d.__rxBound) {
       d.__rxBound = true;
       d.on('plotly_click', (ev) => {
         const p = ev && ev.points && ev.points[0];
         if (!p) return;
-        const shown = !!window.__rxJump && window.__rxJump(Math.round(p.x));  // a round the page holds: at once
+        // a round the page holds: at once (never another run's: OTHER)
+        const shown = !OTHER && !!window.__rxJump && window.__rxJump(Math.round(p.x));
         const send = () => trigger('click', {round: Math.round(p.x)});
         if (window.__rxSend) window.__rxSend(send, shown); else send();
+        const top = FRAME ? null : document.querySelector('#rx-caption');  // the Compare panel: bring it into view
+        if (top) top.scrollIntoView({block: 'start'});
       });
     }
   });
@@ -373,6 +376,16 @@ const draw = () => {
 watch('value', draw);
 draw();
 """.replace("__VIEW__", json.dumps(plots.VIEW_MARK))
+
+
+def js_round_plot(frame: bool, other: bool = False) -> str:
+    """A figure of rounds drawn from its JSON (gr.HTML with PLOT_TEMPLATE) whose click on a round goes to it: the
+    inspector's timeline (`frame`: it frames the round in view; one a page) or a Compare panel figure (`other`: a
+    round of the comparison run, which the server puts in the inspector first)."""
+    return JS_ROUND_PLOT.replace("__FRAME__", json.dumps(frame)).replace("__OTHER__", json.dumps(other))
+
+
+JS_TIMELINE = js_round_plot(frame=True)
 
 SYSTEM_FONTS = ["system-ui", "-apple-system", "Segoe UI", "Roboto", "Helvetica Neue", "Arial",
                 "DejaVu Sans", "sans-serif"]
@@ -390,4 +403,19 @@ CSS = render.CSS + race_view.CSS + """
    output of the failed event would stay behind and hide nothing useful */
 [data-testid="status-tracker"]:has(> .error) {display: none !important}
 .rx-status {font-size: 13px; color: #555}
+"""
+
+# The list of rounds (app.views.rule_rounds): a click on a round goes to it (a round the page holds at once, as a
+# token click) and brings the inspector into view
+JS_ROUND_LIST = """
+element.addEventListener('click', (e) => {
+  const b = e.target.closest && e.target.closest('[data-round]');
+  if (!b) return;
+  const r = parseInt(b.dataset.round);
+  const shown = !!window.__rxJump && window.__rxJump(r);
+  const send = () => trigger('click', {round: r});
+  if (window.__rxSend) window.__rxSend(send, shown); else send();
+  const top = document.querySelector('#rx-caption');
+  if (top) top.scrollIntoView({block: 'start'});
+});
 """

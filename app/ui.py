@@ -11,12 +11,13 @@ from types import SimpleNamespace
 import gradio as gr
 from gradio.context import get_blocks_context
 
-from engine.options import DEFAULT_TREE_NODES, MAX_TRIE_NODES, MODE_HELP, MODES, RULE_HELP, RULES, SHIFTED_WORDS
+from engine.options import (APP_MAX_NEW_TOKENS, APP_MAX_SHIFTED, APP_MODE, DEFAULT_RULE, DEFAULT_TREE_NODES,
+                            MAX_TRIE_NODES, MODE_HELP, MODES, RULE_HELP, RULES, SHIFTED_WORDS)
 
 from . import glossary, plots, race, render, runs, session, views
 from .callbacks import Callbacks
 from .examples import LESSON_TRACE, example_prompts
-from .page import JS_PLOT, JS_TIMELINE, JS_TOKEN_CLICK, PLOT_TEMPLATE
+from .page import JS_PLOT, JS_ROUND_LIST, JS_TIMELINE, JS_TOKEN_CLICK, PLOT_TEMPLATE, js_round_plot
 
 # Shifted blocks drafted per round: every available offset (the paper), the cost model's budget for
 # this hardware, or a fixed cap (any whole number can be typed).
@@ -56,9 +57,9 @@ def _controls(c: SimpleNamespace, trace_choices, loader) -> None:
                                  example_labels=[label for label, _ in examples], label="Example prompts",
                                  examples_per_page=13))
     with gr.Row():
-        c.mode = gr.Dropdown(MODE_CHOICES, value="reanchor", label="Mode", elem_id="rx-mode")
-        c.rule = gr.Dropdown(RULE_CHOICES, value="earliest", label="Attachment rule", elem_id="rx-rule")
-        c.shifted = gr.Dropdown(SHIFTED_CHOICES, value="all", label="Shifted blocks", allow_custom_value=True,
+        c.mode = gr.Dropdown(MODE_CHOICES, value=APP_MODE, label="Mode", elem_id="rx-mode")
+        c.rule = gr.Dropdown(RULE_CHOICES, value=DEFAULT_RULE, label="Attachment rule", elem_id="rx-rule")
+        c.shifted = gr.Dropdown(SHIFTED_CHOICES, value=APP_MAX_SHIFTED, label="Shifted blocks", allow_custom_value=True,
                                 elem_id="rx-shifted", info="per round: all (paper), auto (cost budget) or at most N")
         c.nodes = gr.Dropdown(NODE_CHOICES, value="all", label="Trie nodes", allow_custom_value=True,
                               elem_id="rx-nodes", info=f"verified per round: all (tree modes: {DEFAULT_TREE_NODES}), auto or at most N (≤ {MAX_TRIE_NODES})")
@@ -72,7 +73,7 @@ def _controls(c: SimpleNamespace, trace_choices, loader) -> None:
     with gr.Row():
         c.temperature = gr.Number(value=0.0, label="Temperature", elem_id="rx-temperature")
         c.seed = gr.Number(value=0, label="Seed", precision=0, elem_id="rx-seed")
-        c.max_new = gr.Number(value=96, label="Max new tokens", precision=0, elem_id="rx-max-new",
+        c.max_new = gr.Number(value=APP_MAX_NEW_TOKENS, label="Max new tokens", precision=0, elem_id="rx-max-new",
                               info=f"runs take turns: each stops after {session.RUN_SECONDS:g} s")
     with gr.Row():
         c.run_btn = gr.Button("Run", variant="primary", elem_id="rx-run")
@@ -120,32 +121,41 @@ def _inspector(c: SimpleNamespace, loader) -> None:
     gr.HTML(render.GLOSSARY, elem_id="rx-glossary", js_on_load=glossary.controls_js())
     c.timeline_plot = gr.HTML(plots.empty_figure("no run yet", 200).to_json(), html_template=PLOT_TEMPLATE,
                               js_on_load=JS_TIMELINE, apply_default_css=False, elem_id="rx-timeline")
+    # the rounds where the rules disagree (tree traces: where the shifted blocks changed the accepted length), each a
+    # button to its round
+    c.rule_rounds = gr.HTML("", js_on_load=JS_ROUND_LIST, elem_id="rx-rule-rounds")
     c.timer = gr.Timer(PLAY_INTERVAL_S, active=False)
     c.status_timer = gr.Timer(1.0, active=loader.loading)
 
 
 def _compare(c: SimpleNamespace) -> None:
-    def plot(elem_id: str):
-        return gr.Plot(plots.empty_figure("no comparison yet", 200), show_label=False, elem_id=elem_id)
+    def plot(elem_id: str, other: bool):
+        """A figure drawn by Plotly from its JSON; a click on a round goes to it (`other`: a round of the comparison
+        run, which the inspector takes first)."""
+        return gr.HTML(plots.empty_figure("no comparison yet", 200).to_json(), html_template=PLOT_TEMPLATE,
+                       js_on_load=js_round_plot(False, other), apply_default_css=False, elem_id=elem_id)
 
     with gr.Accordion("Compare: a second run of the trace shown, side by side", open=False):
         gr.Markdown("Runs the trace shown again with the comparison mode and rule: its own prompt, temperature, "
                     "seed, length, budgets and drafter (the controls above are not read). Under each run: the "
                     "other's assembly replayed on "
                     "its rounds, from the same state and the same drafted blocks (the per-round "
-                    "counterfactual; T=0 only).", elem_classes=["rx-status"])
+                    "counterfactual; T=0 only). Click a round's bar or ◆ to open it in the round inspector (on the "
+                    "comparison's side, the comparison run takes the inspector: the sides swap).",
+                    elem_classes=["rx-status"])
         with gr.Row():
             c.cmp_mode = gr.Dropdown(MODE_CHOICES, value="dflash", label="Comparison mode", elem_id="rx-cmp-mode")
             c.cmp_rule = gr.Dropdown(RULE_CHOICES, value="earliest", label="Comparison rule", elem_id="rx-cmp-rule")
             c.cmp_btn = gr.Button("Run comparison", elem_id="rx-cmp-run")
+            c.cmp_swap = gr.Button("Inspect the comparison run (swap sides)", elem_id="rx-cmp-swap")
         with gr.Row(equal_height=False):
             with gr.Column(min_width=320):
                 c.cmp_a_metrics = gr.HTML(render.metrics_view(None, status="this run"), elem_id="rx-cmp-a-metrics")
-                c.cmp_a_timeline, c.cmp_a_cf = plot("rx-cmp-a-timeline"), plot("rx-cmp-a-cf")
+                c.cmp_a_timeline, c.cmp_a_cf = plot("rx-cmp-a-timeline", False), plot("rx-cmp-a-cf", False)
             with gr.Column(min_width=320):
                 c.cmp_metrics = gr.HTML(render.metrics_view(None, status="no comparison yet"),
                                         elem_id="rx-cmp-metrics")
-                c.cmp_timeline, c.cmp_b_cf = plot("rx-cmp-timeline"), plot("rx-cmp-b-cf")
+                c.cmp_timeline, c.cmp_b_cf = plot("rx-cmp-timeline", True), plot("rx-cmp-b-cf", True)
         c.cmp_table = gr.HTML("", elem_id="rx-cmp-table")
         with gr.Accordion("Counterfactual totals as JSON", open=False):
             c.cmp_json = gr.JSON(label="Counterfactual totals", elem_id="rx-cmp-json")
@@ -208,6 +218,9 @@ def _wire_navigation(c: SimpleNamespace, cb: Callbacks) -> None:
     c.follow.input(lambda v, st: st.update(follow=bool(v)), [c.follow, c.state], None, api_name="follow", **fast,
                    **RAW)
     c.timeline_plot.click(cb.on_timeline_click, [c.state], nav, api_name="timeline_click", **fast)
+    c.rule_rounds.click(cb.on_timeline_click, [c.state], nav, api_name="rule_round_click", **fast)
+    for name, plot in (("timeline", c.cmp_a_timeline), ("counterfactual", c.cmp_a_cf)):  # this run's rounds
+        plot.click(cb.on_timeline_click, [c.state], nav, api_name=f"compare_{name}_click", **fast)
     c.text_box.click(cb.on_token_click, [c.state], nav + [c.token_no], api_name="token_click", **fast)
     c.token_go.click(cb.on_token_go, [c.token_no, c.state], nav, api_name="token_round", **fast, **RAW)
     c.phase_next.click(lambda st: cb.step_phase(st, +1), [c.state], nav, api_name="next_phase", **fast)
@@ -233,6 +246,10 @@ def _wire_runs(c: SimpleNamespace, cb: Callbacks, view_out: list) -> None:
 
 
 def _wire_traces(c: SimpleNamespace, cb: Callbacks, view_out: list) -> None:
+    c.cmp_swap.click(cb.on_swap, [c.state], view_out, api_name="swap_compare", show_progress="hidden")
+    for name, plot in (("timeline", c.cmp_timeline), ("counterfactual", c.cmp_b_cf)):  # the comparison's rounds:
+        plot.click(cb.on_swap_click, [c.state], view_out, api_name=f"comparison_{name}_click",  # it takes the
+                   show_progress="hidden")                                                        # inspector first
     c.load_btn.upload(cb.on_upload, [c.load_btn, c.state], view_out, api_name="load_trace", **RAW)
     c.example_trace.input(cb.on_example_trace, [c.example_trace, c.state], view_out, api_name="example_trace", **RAW)
     c.examples_btn.click(cb.on_example_analyses, None, [c.analysis_json, c.hist_plot, c.gain_plot, c.tables],

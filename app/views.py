@@ -7,8 +7,8 @@ import json
 
 import gradio as gr
 
-from engine.analyses import attachment_table
-from engine.options import MODES, RULES, UNSHIFTED_MODES
+from engine.analyses import SAMPLED_NOTE, attachment_table, disagreements, tree_round, tree_rounds, tree_text
+from engine.options import MODES, RULES, TREE_MODES, UNSHIFTED_MODES
 
 from . import analysis, plots, records, render, session
 from .tokentext import trace_pieces
@@ -35,7 +35,7 @@ def cache_key(state: dict) -> str:
 def attachment(trace: dict, k: int, state: dict) -> str:
     """Round k's attachment table (engine.analyses.attachment_table) as HTML, or why the trace cannot give one."""
     rec = trace["rounds"][k]
-    if not rec.get("shifted"):
+    if not rec.get("shifted") or (trace.get("config") or {}).get("mode") in TREE_MODES:  # trees: tree_note
         return ""
     if state.get("att_of") != view_key(state) or trace.get("complete") is False:  # kept per finished trace
         state["att_of"], state["att"] = view_key(state), {}
@@ -48,14 +48,99 @@ def attachment(trace: dict, k: int, state: dict) -> str:
 
 
 def _attachment(trace: dict, k: int, state: dict) -> str:
-    starts = round_starts(state)
-    after = (trace.get("output_ids") or [])[starts[k]:] if trace.get("complete", True) else None
     try:
-        table = attachment_table(trace, k, after=after)
+        table = attachment_table(trace, k, after=_after(trace, k, state))
     except ValueError as e:
         return f"<div class='rx-status'>No attachment table: {render.escape(str(e).split(': ', 1)[-1])}</div>"
     texts = trace.get("token_texts", {})
-    return render.attachment_html(table, lambda t: render.token_words(texts, t))
+    note = f"<div class='rx-status'>{render.escape(SAMPLED_NOTE)}.</div>" if table["sampled"] else ""
+    return render.attachment_html(table, lambda t: render.token_words(texts, t)) + note
+
+
+def _after(trace: dict, k: int, state: dict) -> list[int] | None:
+    """What a finished trace committed from round k on (None for a live one: the analysis sums it itself)."""
+    return (trace.get("output_ids") or [])[round_starts(state)[k]:] if trace.get("complete", True) else None
+
+
+def tree_note(trace: dict, k: int, state: dict) -> str:
+    """A reanchor-tree round's line: what its shifted blocks added over the tree g(0) alone would have grown with
+    the same budget (engine.analyses.tree_round), or "" for any other round."""
+    if (trace.get("config") or {}).get("mode") != "reanchor-tree":
+        return ""
+    try:
+        t = tree_round(trace, k, after=_after(trace, k, state))
+    except (ValueError, KeyError, TypeError) as e:  # an odd loaded trace
+        return f"<div class='rx-status'>No tree comparison: {render.escape(str(e))}</div>"
+    lines = tree_text(t).split("\n")[1:]  # the head repeats the caption's counts
+    lines.insert(0, f"{t['shifted_drafted']} shifted blocks drafted; {t['shifted_nodes']} of the {t['nodes']} "
+                    f"nodes and {t['accepted_from_shifted']} of the {t['accepted']} accepted drafts theirs.")
+    return "<div class='rx-tree-note rx-fates'>" + "<br>".join(render.escape(x) for x in lines) + "</div>"
+
+
+# Rounds listed on the page where the rules disagree (the rest: python -m engine explain TRACE --rounds all)
+RULE_ROUNDS_SHOWN = 40
+RULE_ROUNDS_WORK = analysis.REPLAY_WORK  # path tokens the whole-trace replay may build, its 5 rules together
+
+
+def rule_rounds(state: dict) -> str:
+    """The rounds of the finished trace shown where the rules would accept different numbers of drafts
+    (engine.analyses.disagreements), each a button to it; in a reanchor-tree trace, the rounds where the shifted
+    blocks changed the accepted length against g(0)'s tree alone (tree_rounds). Kept per trace."""
+    trace = state.get("trace")
+    if not trace or not trace.get("rounds") or state.get("run") is not None:
+        return ""
+    if state.get("rule_rounds_of") != view_key(state):
+        state["rule_rounds_of"], state["rule_rounds"] = view_key(state), _rule_rounds(trace)
+    return state["rule_rounds"]
+
+
+def _round_button(i: int, label: str, title: str) -> str:
+    return (f"<button class='rx-jump' data-round='{int(i)}' title='{render.escape(title)}'>round {int(i)}</button> "
+            f"<span>{render.escape(label)}</span>")
+
+
+def _rule_rounds(trace: dict) -> str:
+    mode = (trace.get("config") or {}).get("mode")
+    if mode in UNSHIFTED_MODES:
+        return ""
+    try:
+        if mode in TREE_MODES:
+            return _tree_rounds(tree_rounds(trace))
+        work = sum(analysis.replay_work(trace, "reanchor", rule) for rule in RULES)
+        if work > RULE_ROUNDS_WORK:
+            return ("<div class='rx-status'>Rounds where the rules disagree: this trace is too long to replay here "
+                    "(python -m engine explain TRACE --rounds all lists them).</div>")
+        found = disagreements(trace)
+    except (ValueError, KeyError, TypeError) as e:  # a trace that cannot answer, or an odd loaded one
+        return f"<div class='rx-status'>Rounds where the rules disagree: {render.escape(str(e))}</div>"
+    texts = trace.get("token_texts", {})
+    items = []
+    for t in found["disagree"][:RULE_ROUNDS_SHOWN]:
+        counts = ", ".join(f"{rule}{' (ran)' if rule == t['ran'] else ''} {v['accepted']}{'+' if v['cut'] else ''}"
+                           for rule, v in t["rules"].items())
+        blocks = "; ".join(f"g({b['d']}) a_d <code>{render.escape(render.token_words(texts, b['a_d']))}</code>"
+                           for b in t["blocks"][:4])
+        more = f" and {len(t['blocks']) - 4} more" if len(t["blocks"]) > 4 else ""
+        items.append("<li>" + _round_button(t["round"], f"accepted {counts} · blocks chosen differently:", counts)
+                     + f" {blocks}{more}</li>")
+    n, shown = len(found["disagree"]), min(len(found["disagree"]), RULE_ROUNDS_SHOWN)
+    head = (f"<b>Rounds where the rules disagree</b>: {n} of the {found['rounds']} rounds with shifted blocks, "
+            "where another attachment rule would have accepted a different number of drafts (the attachment "
+            "table's last row)" + (f"; the first {shown} here" if shown < n else "") + ".")
+    note = f"<div class='rx-status'>{render.escape(SAMPLED_NOTE)}.</div>" if found["sampled"] else ""
+    return (f"<div class='rx-rule-rounds'>{head}<ul>{''.join(items)}</ul>{note}</div>" if items
+            else f"<div class='rx-rule-rounds'>{head}</div>{note}")
+
+
+def _tree_rounds(found: dict) -> str:
+    items = []
+    for t in found["changed"][:RULE_ROUNDS_SHOWN]:
+        label = f"{t['gain']:+d} accepted drafts ({t['accepted']} against {t['alone']} from g(0)'s tree alone)"
+        items.append(f"<li>{_round_button(t['round'], label, label)}</li>")
+    head = (f"<b>What the shifted blocks added</b> over the tree g(0) alone would have grown with the same budget: "
+            f"more accepted drafts in {found['better']} of {found['compared']} rounds, fewer in {found['worse']}, "
+            f"{found['gain']:+d} in all" + (" (along the realised draw: T>0)" if found["sampled"] else "") + ".")
+    return f"<div class='rx-rule-rounds'>{head}<ul>{''.join(items)}</ul></div>"
 
 
 def round_entry(state: dict, k: int) -> tuple[str, str]:
@@ -74,7 +159,8 @@ def round_entry(state: dict, k: int) -> tuple[str, str]:
     step = render.phase_html(phase, render.phase_text(rounds[k], prev, phase, texts, cfg.get("mode"),
                                                       cfg.get("rule")), seen) if phase else ""
     caption = step + render.round_caption(rounds[k], k, len(rounds), cap, note, attachment(trace, k, state),
-                                          state.get("teach"), compact=projector and bool(phase), seen=seen)
+                                          state.get("teach"), compact=projector and bool(phase), seen=seen) \
+        + tree_note(trace, k, state)
     return (f"<div class='rx-proj'>{caption}</div>" if projector else caption,
             plots.round_figure_json(rounds[k], texts, depth_cap=cap, prev=prev, phase=phase,
                                     projector=projector, unfold=bool(state.get("unfold"))))
@@ -288,7 +374,7 @@ def show_trace(state: dict, i: int | None = None, status: str = "", new_text: bo
             "analysis_json": res, "hist_plot": h, "gain_plot": g,
             "example_trace": gr.update(value=state.get("example_label") if state.get("example") else None),
             "tables": tables, **dict(zip(COMPARE_OUTPUTS, compare_reset(state))),
-            "token_no": gr.update(value=None) if new_text else gr.skip()}
+            "token_no": gr.update(value=None) if new_text else gr.skip(), "rule_rounds": rule_rounds(state)}
 
 
 def ordered(views: dict, names: tuple[str, ...] | None = None) -> tuple:
@@ -304,7 +390,7 @@ def compare_reset(state: dict) -> tuple:
     if state.get("compare") is not None or not state.get("compare_shown"):
         return (gr.skip(),) * len(COMPARE_OUTPUTS)
     state["compare_shown"] = False
-    empty = plots.empty_figure("no comparison yet", 200)
+    empty = plots.empty_figure("no comparison yet", 200).to_json()
     return (render.metrics_view(None, status="no comparison yet"), empty,
             render.metrics_view(None, status="this run"), empty, empty, empty, {}, "")
 
@@ -314,7 +400,8 @@ COMPARE_OUTPUTS = ("cmp_metrics", "cmp_timeline", "cmp_a_metrics", "cmp_a_timeli
                    "cmp_json", "cmp_table")
 # The components show_trace's views go to, after the state, in the order app.ui wires them (views.ordered).
 VIEW_OUTPUTS = ("text_box", "metrics", "slider", "caption", "round_plot", "timeline_plot", "export_btn",
-                "analysis_json", "hist_plot", "gain_plot", "example_trace", "tables") + COMPARE_OUTPUTS + ("token_no",)
+                "analysis_json", "hist_plot", "gain_plot", "example_trace", "tables") + COMPARE_OUTPUTS + ("token_no",
+                                                                                                "rule_rounds")
 # What a round switch shows (Callbacks.goto), in the order app.ui wires them.
 NAV_OUTPUTS = ("slider", "caption", "round_plot", "follow", "text_box")
 
@@ -332,7 +419,8 @@ def run_name(trace: dict) -> str:
 def compare_views(state: dict):
     """Side by side: (comparison metrics, its timeline, this run's metrics, its timeline, the comparison's
     assembly on this run's rounds, this run's assembly on the comparison's rounds, counterfactual totals,
-    the totals as a table). Both timelines share their axes, and both counterfactuals theirs."""
+    the totals as a table); figures as JSON (app.page.js_round_plot draws them, a click goes to the round). Both
+    timelines share their axes, and both counterfactuals theirs."""
     a, b = state.get("trace"), state.get("compare")
     an, bn = run_name(a or {}), run_name(b or {})
     b_cfg, a_cfg = (b or {}).get("config") or {}, (a or {}).get("config") or {}
@@ -344,6 +432,6 @@ def compare_views(state: dict):
     plots.share_axes([a_tl, b_tl])
     plots.share_axes([a_cf, b_cf])
     totals = {f"{bn} on this run's rounds": a_sum, f"{an} on the comparison's rounds": b_sum}
-    return (render.metrics_view(session.stats_of(b), status=f"comparison: {bn}"), b_tl,
-            render.metrics_view(session.stats_of(a), status=f"this run: {an}"), a_tl,
-            a_cf, b_cf, totals, render.counterfactual_table(totals))
+    return (render.metrics_view(session.stats_of(b), status=f"comparison: {bn}"), b_tl.to_json(),
+            render.metrics_view(session.stats_of(a), status=f"this run: {an}"), a_tl.to_json(),
+            a_cf.to_json(), b_cf.to_json(), totals, render.counterfactual_table(totals))

