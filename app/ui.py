@@ -12,6 +12,7 @@ import gradio as gr
 from gradio.context import get_blocks_context
 
 from engine.options import DEFAULT_TREE_NODES, MAX_TRIE_NODES, MODES, RULES, SHIFTED_WORDS
+from engine.options import DEFAULT_APP_MAX_NEW_TOKENS, DEFAULT_MODE, DEFAULT_RULE  # the controls' first values
 
 from . import plots, race, render, runs, session, views
 from .callbacks import Callbacks
@@ -53,8 +54,8 @@ def _controls(c: SimpleNamespace, trace_choices, loader) -> None:
                                  example_labels=[label for label, _ in examples], label="Example prompts",
                                  examples_per_page=13))
     with gr.Row():
-        c.mode = gr.Dropdown(list(MODES), value="reanchor", label="Mode", elem_id="rx-mode")
-        c.rule = gr.Dropdown(list(RULES), value="earliest", label="Attachment rule", elem_id="rx-rule")
+        c.mode = gr.Dropdown(list(MODES), value=DEFAULT_MODE, label="Mode", elem_id="rx-mode")
+        c.rule = gr.Dropdown(list(RULES), value=DEFAULT_RULE, label="Attachment rule", elem_id="rx-rule")
         c.shifted = gr.Dropdown(SHIFTED_CHOICES, value="all", label="Shifted blocks", allow_custom_value=True,
                                 elem_id="rx-shifted", info="per round: all (paper), auto (cost budget) or at most N")
         c.nodes = gr.Dropdown(NODE_CHOICES, value="all", label="Trie nodes", allow_custom_value=True,
@@ -70,7 +71,7 @@ def _controls(c: SimpleNamespace, trace_choices, loader) -> None:
     with gr.Row():
         c.temperature = gr.Number(value=0.0, label="Temperature", elem_id="rx-temperature")
         c.seed = gr.Number(value=0, label="Seed", precision=0, elem_id="rx-seed")
-        c.max_new = gr.Number(value=96, label="Max new tokens", precision=0, elem_id="rx-max-new",
+        c.max_new = gr.Number(value=DEFAULT_APP_MAX_NEW_TOKENS, label="Max new tokens", precision=0, elem_id="rx-max-new",
                               info=f"runs take turns: each stops after {session.RUN_SECONDS:g} s")
     with gr.Row():
         c.run_btn = gr.Button("Run", variant="primary", elem_id="rx-run")
@@ -134,7 +135,7 @@ def _compare(c: SimpleNamespace) -> None:
                     "counterfactual; T=0 only).", elem_classes=["rx-status"])
         with gr.Row():
             c.cmp_mode = gr.Dropdown(list(MODES), value="dflash", label="Comparison mode", elem_id="rx-cmp-mode")
-            c.cmp_rule = gr.Dropdown(list(RULES), value="earliest", label="Comparison rule", elem_id="rx-cmp-rule")
+            c.cmp_rule = gr.Dropdown(list(RULES), value=DEFAULT_RULE, label="Comparison rule", elem_id="rx-cmp-rule")
             c.cmp_btn = gr.Button("Run comparison", elem_id="rx-cmp-run")
         with gr.Row(equal_height=False):
             with gr.Column(min_width=320):
