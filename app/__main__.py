@@ -20,6 +20,7 @@ OFFLINE_ENV = {"GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1", "TRAN
 os.environ.update(OFFLINE_ENV)
 
 from engine.models.args import add_model_args  # noqa: E402  (after the environment is set)
+from engine.options import MAX_UPLOAD_MB  # noqa: E402
 
 QUEUE_MAX = 16  # waiting events across sessions; more are refused with a "queue full" message
 STATE_SESSIONS = 100  # sessions whose state Gradio keeps (the oldest beyond it start afresh)
@@ -80,7 +81,7 @@ def launch(args: argparse.Namespace, block: bool = True):
     session.start_upload_sweeper(demo.upload_file_set)
     demo.queue(max_size=args.queue_size, default_concurrency_limit=8)
     demo.launch(server_name=args.host, server_port=args.port, share=False, inbrowser=False, show_error=False,
-                ssr_mode=False, max_file_size="20mb", theme=theme(), css=CSS, head=HEAD, footer_links=[],
+                ssr_mode=False, max_file_size=f"{MAX_UPLOAD_MB}mb", theme=theme(), css=CSS, head=HEAD, footer_links=[],
                 # run_history off: Gradio would keep every call's inputs and outputs in the browser's
                 # localStorage (the next visitor of a shared browser sees them; its page offers to upload
                 # them to a Hugging Face bucket) and rewrite ~3 MB of it per click (round switches went

@@ -9,7 +9,8 @@ from collections import Counter
 
 from engine import analyses
 from engine.bench import report
-from engine.options import ACCEPTANCE, DEFAULT_RULE, MODES, RULES, run_label
+from engine.options import (ACCEPTANCE, DEFAULT_ACCEPTANCE, DEFAULT_RULE, DEFAULT_TREE_RANK, MODES, RULES, TREE_RANKS,
+                            run_label)
 
 from . import plots
 from .tokentext import markdown_text
@@ -114,14 +115,16 @@ def counterfactual(trace: dict | None, mode: str, rule: str, name: str):
 
 def bench_label(cfg: dict) -> str:
     """The benchmark's name for a trace's run (engine.options.run_label of its config's fields: reanchor-RULE,
-    MODE-auto when a cost budget chose, -match under sample-and-match). A mode, rule or acceptance the engine does
+    MODE-cal for a tree ranked by calibrated acceptance, MODE-auto when a cost budget chose, -match under
+    sample-and-match). A mode, rule, acceptance or tree ranking the engine does
     not know (a loaded trace may say anything) is "unknown": the label heads Markdown, where a trace's own words
     could be links or images the browser would fetch."""
-    mode, rule, acc = cfg.get("mode", "?"), cfg.get("rule", DEFAULT_RULE), cfg.get("acceptance") or ACCEPTANCE[0]
-    if mode not in MODES or rule not in RULES or acc not in ACCEPTANCE:
+    mode, rule, acc = cfg.get("mode", "?"), cfg.get("rule", DEFAULT_RULE), cfg.get("acceptance") or DEFAULT_ACCEPTANCE
+    rank = cfg.get("tree_rank") or DEFAULT_TREE_RANK
+    if mode not in MODES or rule not in RULES or acc not in ACCEPTANCE or rank not in TREE_RANKS:
         return "unknown"
     auto = "auto" in (cfg.get("max_shifted"), cfg.get("max_trie_nodes"))
-    return run_label(mode, rule, acc if cfg.get("temperature") else "speculative", auto)
+    return run_label(mode, rule, acc if cfg.get("temperature") else DEFAULT_ACCEPTANCE, auto, tree_rank=rank)
 
 
 PAPER_TABLES = (("Table 1", report.table1, "`dflash` or `reanchor` runs"),

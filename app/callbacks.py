@@ -16,7 +16,7 @@ from pathlib import Path
 
 import gradio as gr
 
-from engine.options import MODES, RULES, TREE_MODES
+from engine.options import DEFAULT_RULE, MODES, RULES, TREE_MODES
 
 from . import analysis, plots, records, render, runs, session, views
 from .runs import bad_input, check_choice, end_status, engine_or_error, parse_inputs, start_run, stream_run
@@ -374,7 +374,7 @@ class Callbacks:
         (DDTree's budget figure for this prompt and this machine); dflash's chain for reference. The whole curve
         is one run for the queue: Stop and the run limit (session.RUN_SECONDS) end it, not just its point."""
         st = self._session(st)
-        settings = parse_inputs(prompt_v, "ddtree", "earliest", temp_v, seed_v, max_v)
+        settings = parse_inputs(prompt_v, "ddtree", DEFAULT_RULE, temp_v, seed_v, max_v)
         engine = engine_or_error(self.loader)
         if st.get("run") is not None:
             raise bad_input("Budget curve: a run is in progress in this session; press Stop first")

@@ -18,6 +18,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+from engine.options import DEFAULT_RULE
 from engine.paths import REPO
 from engine.trace import tiled_trace
 
@@ -68,7 +69,7 @@ def main(argv: list[str] | None = None) -> None:
     a, app_args = p.parse_known_args(argv)
     tmp = Path(tempfile.mkdtemp(prefix="memcycle-"))
     example = sorted((REPO / "assets" / "traces").glob("*.json"))[0]
-    big = tmp / "big.json"   # ~13 MB (the upload limit is 20 MB)
+    big = tmp / "big.json"   # ~13 MB, under the upload limit (engine.options.MAX_UPLOAD_MB)
     big.write_text(json.dumps(tiled_trace(json.loads(example.read_text()), max(1, 13_000_000 // example.stat().st_size))))
     proc, url = _serve(app_args, tmp / "app.log")
     peak, stop = [0.0], threading.Event()
@@ -93,7 +94,7 @@ def main(argv: list[str] | None = None) -> None:
     def runner(k: int, errors: list[str]) -> None:
         c = Client(url, verbose=False)
         try:
-            c.predict("Write a haiku about the sea.", "reanchor", "earliest", 0, k, 24, "all", "all", None,
+            c.predict("Write a haiku about the sea.", "reanchor", DEFAULT_RULE, 0, k, 24, "all", "all", None,
                       api_name="/run")
         except Exception as e:  # noqa: BLE001
             errors.append(f"runner {k}: {e}")

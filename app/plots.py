@@ -14,6 +14,7 @@ import networkx as nx
 import plotly.graph_objects as go
 
 from engine.analyses import baseline_accepted, children, path_nodes
+from engine.trie import first_path_through
 
 from . import records
 from .tokentext import plotly_text, tok_cell, tok_fit, tok_full
@@ -181,14 +182,14 @@ def _grid_rows(rec: dict, depth_cap: int | None = None) -> list[dict]:
 
 
 def retained_path(rec: dict) -> tuple[list[int], int]:
-    """(tokens, accepted drafts) of P*, the first path whose prefix is the accepted chain (docs/algorithm.md, step 6):
-    its tokens past the accepted ones are the rejected suffix whose states the next round keeps."""
+    """(tokens, accepted drafts) of P* (engine.trie.first_path_through over the record's paths; docs/algorithm.md,
+    step 6): its tokens past the accepted ones are the rejected suffix whose states the next round keeps. A record
+    whose chain lies on no path keeps nothing: the chain alone."""
     trie = rec["trie"]
     chain = [int(trie["tokens"][int(n)]) for n in rec.get("accepted_nodes", [0])]
-    for p in rec.get("paths", []):
-        if list(p["tokens"][:len(chain)]) == chain:
-            return list(p["tokens"]), len(chain) - 1
-    return list(rec["baseline"][:len(chain)]), len(chain) - 1
+    paths = [p["tokens"] for p in rec.get("paths", [])]
+    i = first_path_through(paths, chain)
+    return (list(paths[i]) if i is not None else chain), len(chain) - 1
 
 
 def strip_rows(rec: dict, prev: dict | None) -> list[dict]:

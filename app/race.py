@@ -15,7 +15,7 @@ import gradio as gr
 from engine.decode import DecodeConfig
 from engine.decode.cost import budget_for, profiled
 from engine.errors import InputError
-from engine.options import auto_label, mode_rule
+from engine.options import DEFAULT_RULE, DEFAULT_TREE_NODES, auto_label, mode_rule
 
 from . import race_view, session, views
 from .page import PLOTLY_JS
@@ -29,9 +29,9 @@ REFERENCE = "ar"
 LANES = {  # label -> what the lane shows under its name
     "ar": "plain decoding: the target alone, one token a pass",
     "dflash": "DFlash: one drafted block a round",
-    "ddtree": "DDTree: a 32-node draft tree",
+    "ddtree": f"DDTree: a {DEFAULT_TREE_NODES}-node draft tree",
     "reanchor": "ReAnchor: shifted blocks, every offset",
-    "reanchor-tree": "ReAnchor tree: 32 nodes",
+    "reanchor-tree": f"ReAnchor tree: {DEFAULT_TREE_NODES} nodes",
     "ddtree-auto": "DDTree, node budget sized for this machine",
     "reanchor-auto": "ReAnchor, shifted blocks and nodes sized for this machine",
     "reanchor-tree-auto": "ReAnchor tree, node budget sized for this machine",
@@ -52,7 +52,7 @@ NOTE = ("Lanes ran interleaved round by round on this machine (one round of each
 
 def lane_config(label: str) -> tuple[str, str, str | None, str | None]:
     """(mode, rule, max_shifted, max_trie_nodes) of a lane label: a mode, or MODE-auto (engine.options)."""
-    return auto_label(label) or (label, mode_rule(label, "earliest"), None, None)
+    return auto_label(label) or (label, mode_rule(label, DEFAULT_RULE), None, None)
 
 
 AUTO_LANES = ["ar", "ddtree-auto", "reanchor-tree-auto"]
@@ -70,7 +70,7 @@ def precision_choices(dtypes: list[str]) -> list[tuple[str, str]]:
 
 def tree_cost(profile) -> float:
     """verify(32) / verify(1): what a 32-node tree costs in one-token passes of the same dtype."""
-    return profile.verify(32) / max(profile.verify(1), 1e-9)
+    return profile.verify(DEFAULT_TREE_NODES) / max(profile.verify(1), 1e-9)
 
 
 def demo_preset(profiles: dict) -> tuple[str, list[str], str]:
@@ -87,12 +87,12 @@ def demo_preset(profiles: dict) -> tuple[str, list[str], str]:
     where = measured[loaded].device
     if cost[loaded] < FLAT_VERIFY:
         return loaded, FIXED_LANES, (
-            f"on this machine ({where}, {loaded}) verifying 32 nodes costs {cost[loaded]:.1f}× one token's pass: "
-            "big trees are nearly free, so the fixed 32-node trees")
+            f"on this machine ({where}, {loaded}) verifying {DEFAULT_TREE_NODES} nodes costs {cost[loaded]:.1f}× one token's pass: "
+            f"big trees are nearly free, so the fixed {DEFAULT_TREE_NODES}-node trees")
     dtype = min(cost, key=lambda d: cost[d] * (1 if d == loaded else PREFER_EXACT))
-    figures = "; ".join(f"{d} {cost[d]:.1f}× ({p.verify(32):.0f} ms against {p.verify(1):.0f} ms)"
+    figures = "; ".join(f"{d} {cost[d]:.1f}× ({p.verify(DEFAULT_TREE_NODES):.0f} ms against {p.verify(1):.0f} ms)"
                         for d, p in measured.items())
-    why = (f"on this machine ({where}) verifying 32 tree nodes costs, in one-token passes of the same precision: "
+    why = (f"on this machine ({where}) verifying {DEFAULT_TREE_NODES} tree nodes costs, in one-token passes of the same precision: "
            f"{figures}. ")
     missing = [d for d in profiles if d not in measured]
     if dtype == loaded:
@@ -243,7 +243,7 @@ class Race:
         then the replay and the export."""
         st = st if isinstance(st, dict) else session.new_state()
         self.sessions.touch(st)
-        settings = parse_inputs(prompt, REFERENCE, "earliest", 0.0, 0, max_new)
+        settings = parse_inputs(prompt, REFERENCE, DEFAULT_RULE, 0.0, 0, max_new)
         p, n = settings.prompt, settings.max_new_tokens
         if n > RACE_MAX_NEW:
             raise bad_input(f"Max new tokens: a race runs at most {RACE_MAX_NEW}, got {n}")

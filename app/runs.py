@@ -13,7 +13,7 @@ import gradio as gr
 from engine.decode import DecodeConfig
 from engine.decode.cost import budget_for
 from engine.errors import InputError
-from engine.options import MODES, RULES, parse_max_shifted, parse_max_trie_nodes, to_int
+from engine.options import DEFAULT_APP_MAX_NEW_TOKENS, MODES, RULES, parse_max_shifted, parse_max_trie_nodes, to_int
 from engine.trace import TextPieces, add_round, new_trace, unicode_problem
 
 from . import session
@@ -47,7 +47,7 @@ class Settings:
     rule: str
     temperature: float = 0.0
     seed: int = 0
-    max_new_tokens: int = 96
+    max_new_tokens: int = DEFAULT_APP_MAX_NEW_TOKENS
     max_shifted: int | str | None = None
     max_trie_nodes: int | str | None = None
     prompt_ids: tuple[int, ...] | None = None

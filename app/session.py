@@ -15,14 +15,14 @@ from collections import OrderedDict
 from functools import lru_cache
 from pathlib import Path
 
-from engine.options import MODES, RULES
+from engine.options import MAX_UPLOAD_BYTES, MODES, RULES
 from engine.paths import TRACES as TRACES_DIR
 from engine.trace import load_trace, run_stats, save_trace
 
 log = logging.getLogger("reanchor.app")
 
-MAX_UPLOAD_BYTES = 20 * 1024 * 1024
-# What sessions may hold, for this machine (2 cores, 24 GiB): a 20 MB trace takes ~150 MB once parsed.
+# What sessions may hold, for this machine (2 cores, 24 GiB): each a trace of up to MAX_UPLOAD_BYTES, which takes
+# engine.options.UPLOAD_PARSED_MB once parsed.
 MAX_SESSIONS = 16         # sessions holding a trace of their own; the least recently used gives its up
 SESSION_IDLE_S = 30 * 60  # a session's traces are freed after this long unused (closing the tab: at once)
 SESSION_LIFETIME_S = 6 * 3600  # Gradio drops a session's state this long after its last load or run

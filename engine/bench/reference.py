@@ -37,8 +37,9 @@ import sys
 import time
 from pathlib import Path
 
+from ..options import DEFAULT_TREE_NODES
+
 MODES = ("dflash", "ddtree")
-DDTREE_NODES = 32        # the engine's tree budget, anchor included; ddtree_generate's tree_budget excludes it
 
 
 def load_ddtree(path: str | None = None):
@@ -95,7 +96,7 @@ def _clock(device) -> float:
 
 
 def reference_run(mode: str, models, ids: list[int], max_new_tokens: int, ddtree=None,
-                  nodes: int = DDTREE_NODES) -> dict:
+                  nodes: int = DEFAULT_TREE_NODES) -> dict:
     """One call of the authors' loop: output ids (prompt excluded), each round's anchor position, accepted
     drafts and (ddtree) tree, and the call's wall time."""
     import torch
@@ -117,7 +118,7 @@ def reference_run(mode: str, models, ids: list[int], max_new_tokens: int, ddtree
         else:
             out = ddtree.ddtree_generate(models.drafter, models.target, x, int(models.drafter.mask_token_id),
                                          max_new_tokens, int(models.drafter.block_size), None,
-                                         tree_budget=nodes - 1, save_tree_traces=True)
+                                         tree_budget=nodes - 1, save_tree_traces=True)  # theirs: no anchor
             lengths = list(out.acceptance_lengths)
             trees = [_paths(r["tree"]["node_token_ids"], [p - 1 for p in r["tree"]["parents"][1:]])
                      for r in out.round_trees]
@@ -129,7 +130,7 @@ def reference_run(mode: str, models, ids: list[int], max_new_tokens: int, ddtree
             "accepted": accepted, "trees": trees, "wall_s": wall, "rounds": len(accepted)}
 
 
-def engine_run(eng, ids: list[int], mode: str, max_new_tokens: int, nodes: int = DDTREE_NODES) -> dict:
+def engine_run(eng, ids: list[int], mode: str, max_new_tokens: int, nodes: int = DEFAULT_TREE_NODES) -> dict:
     """The engine's run of `mode`, as reference_run reports it, plus the rounds' own stage times."""
     from ..decode import DecodeConfig
     cfg = DecodeConfig(mode=mode, max_new_tokens=max_new_tokens, ignore_eos=True,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ..options import TREE_MODES, run_label
+from ..options import DEFAULT_ACCEPTANCE, DEFAULT_RULE, DEFAULT_TREE_RANK, TREE_MODES, run_label
 from .reference import report_lines
 
 
@@ -45,8 +45,8 @@ def plain_label(run: dict) -> str:
     fields (the app's rows name only a label) is its label."""
     if "mode" not in run:
         return run["label"]
-    return run_label(run["mode"], run.get("rule", "earliest"), auto=run.get("auto", False),
-                     sweep_nodes=run.get("sweep_nodes"), tree_rank=run.get("tree_rank", "drafter"))
+    return run_label(run["mode"], run.get("rule", DEFAULT_RULE), auto=run.get("auto", False),
+                     sweep_nodes=run.get("sweep_nodes"), tree_rank=run.get("tree_rank", DEFAULT_TREE_RANK))
 
 
 class Results:
@@ -63,13 +63,13 @@ class Results:
         self._by = {(r["set"], r["label"]): r for r in self.runs}
         # the per-mode tables read one acceptance rule's runs: speculative sampling's, else (--acceptance match
         # alone) the rule that ran, whose labels end in -match: lab() maps a mode's plain label to its run's
-        accs = [r.get("acceptance", "speculative") for r in self.runs if r.get("mode") != "ar"]
-        self.acceptance = "speculative" if not accs or "speculative" in accs else accs[0]
+        accs = [r.get("acceptance", DEFAULT_ACCEPTANCE) for r in self.runs if r.get("mode") != "ar"]
+        self.acceptance = DEFAULT_ACCEPTANCE if not accs or DEFAULT_ACCEPTANCE in accs else accs[0]
         self.plain: dict[str, str] = {}   # a run's name without its acceptance rule -> its label
         for r in self.runs:   # `ar` drafts nothing: one run, under either rule
-            if r.get("mode") == "ar" or r.get("acceptance", "speculative") == self.acceptance:
+            if r.get("mode") == "ar" or r.get("acceptance", DEFAULT_ACCEPTANCE) == self.acceptance:
                 self.plain.setdefault(plain_label(r), r["label"])
-        self.note = "" if self.acceptance == "speculative" else \
+        self.note = "" if self.acceptance == DEFAULT_ACCEPTANCE else \
             f" ({_ACCEPTANCE_NAMES.get(self.acceptance, self.acceptance)} runs)"
 
     def run_of(self, label: str) -> dict:
@@ -122,7 +122,7 @@ def header(R: Results) -> list[str]:
 
 def _acceptance_words(R: Results) -> str:
     """How drafts were accepted at T>0, and which runs the per-mode tables read."""
-    if R.acceptance != "speculative":
+    if R.acceptance != DEFAULT_ACCEPTANCE:
         return (f"by {_ACCEPTANCE_NAMES.get(R.acceptance, R.acceptance)} alone (`--acceptance {R.acceptance}`): "
                 f"every drafting column ends in `-{R.acceptance}`, and the tables below read those runs")
     if len(R.plain) < len(R.labels):   # both rules ran
@@ -147,7 +147,7 @@ def table_acceptance(R: Results) -> list[str]:
     by_rule: dict[str, dict[str, str]] = {}   # plain name -> {acceptance: label}
     for r in R.runs:
         if r.get("mode", "ar") != "ar":
-            by_rule.setdefault(plain_label(r), {})[r.get("acceptance", "speculative")] = r["label"]
+            by_rule.setdefault(plain_label(r), {})[r.get("acceptance", DEFAULT_ACCEPTANCE)] = r["label"]
     pairs = [(a["speculative"], a["match"]) for a in by_rule.values() if {"speculative", "match"} <= a.keys()]
     if not pairs:
         return []
@@ -190,9 +190,9 @@ def table5(R: Results) -> list[str]:
 
 def table6(R: Results) -> list[str]:
     # fixed-offset: the shifted-fixed mode, or reanchor under --rules fixed (the same assembly)
+    named = (("earliest", "earliest"), ("random", "random"), ("longest prefix", "latest"), ("all sites", "all"))
     rules = [(r, l) for r, l in (("fixed-offset", R.first("shifted-fixed", "reanchor-fixed")),
-                                 ("earliest", R.lab("reanchor")), ("random", R.lab("reanchor-random")),
-                                 ("longest prefix", R.lab("reanchor-latest")), ("all sites", R.lab("reanchor-all")))
+                                 *((name, R.lab(run_label("reanchor", rule))) for name, rule in named))
              if l]
     if len(rules) < 2:
         return []
@@ -331,11 +331,11 @@ def tree_sources(R: Results) -> list[str]:
     g(0)'s block, and (reanchor-tree) g(0)'s own tree replayed on the run's rounds; then, over every set,
     the first drafter's node acceptance by source at equal drafter score and the ranking's calibration.
     Runs are found by their fields (mode, auto, sweep_nodes, tree_rank), never by parsing labels."""
-    runs = [r for r in R.all_runs if r.get("mode") in TREE_MODES and r.get("acceptance", "speculative") == R.acceptance]
+    runs = [r for r in R.all_runs if r.get("mode") in TREE_MODES and r.get("acceptance", DEFAULT_ACCEPTANCE) == R.acceptance]
     if not runs:
         return []
     by = {(r.get("drafter"), r["set"], plain_label(r)): r for r in R.all_runs
-          if r.get("acceptance", "speculative") == R.acceptance}
+          if r.get("acceptance", DEFAULT_ACCEPTANCE) == R.acceptance}
     rows = []
     for r in runs:
         ref = by.get((r.get("drafter"), r["set"], run_label("ddtree", auto=r.get("auto", False),
@@ -383,8 +383,8 @@ def budget_curve(R: Results, out: Path) -> list[str]:
     for label in R.labels:   # MODE@N runs; under sample-and-match, their own curve
         r = R.run_of(label)
         if r.get("sweep_nodes") is not None:
-            name = run_label(r["mode"], r.get("rule", "earliest"), r.get("acceptance", "speculative"),
-                             tree_rank=r.get("tree_rank", "drafter"))
+            name = run_label(r["mode"], r.get("rule", DEFAULT_RULE), r.get("acceptance", DEFAULT_ACCEPTANCE),
+                             tree_rank=r.get("tree_rank", DEFAULT_TREE_RANK))
             curve.setdefault(name, []).append((r["sweep_nodes"], label))
     if not curve:
         return []

@@ -28,6 +28,7 @@ from ..analyses import token_paths
 from ..decode import DecodeConfig, Run
 from ..decode.kv import ContextKV
 from ..decode.round import decode_round, start
+from ..options import DEFAULT_TREE_NODES
 
 
 @dataclass
@@ -143,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--n", type=int, default=2, help="prompts per set")
     p.add_argument("--prompt", action="append", default=[], help="a prompt text (repeatable; replaces --sets)")
     p.add_argument("--mode", default="ddtree", choices=("ddtree", "reanchor-tree"))
-    p.add_argument("--nodes", type=int, default=32, help="the tree's node budget")
+    p.add_argument("--nodes", type=int, default=DEFAULT_TREE_NODES, help="the tree's node budget")
     p.add_argument("--max-new-tokens", type=int, default=64)
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     a = p.parse_args(argv)

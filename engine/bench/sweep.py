@@ -28,11 +28,12 @@ import sys
 import threading
 import time
 from collections import Counter, deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
+from ..decode.config import DecodeConfig
 from ..errors import InputError
-from ..options import EMBEDDED_NAME
+from ..options import DTYPE_NAMES, EMBEDDED_NAME, auto_dtype
 from ..paths import REPO, default_drafter
 from ..trace import trace_drafter
 from .main import (Variant, aggregate, check_drafter_flags, decode_config, drafter_label, engine_info, parse_drafters,
@@ -42,8 +43,9 @@ from .main import main as bench_main
 
 MAX_ATTEMPTS = 3          # a job that fails (or kills its worker) this often is given up, and named
 WORKER_RESTARTS = 5       # Ray restarts a dead worker this often (each restart reloads the models)
-DECODE_KEYS = ("mode", "rule", "temperature", "seed", "max_new_tokens", "max_shifted", "max_trie_nodes",
-               "ignore_eos")  # a resumed trace must have been made with these settings (and models: model_keys)
+# a resumed trace must have been made with every run setting (and models and precision: model_keys); the block
+# size is the drafter's unless --block-size sets it (model_keys)
+DECODE_KEYS = tuple(f.name for f in fields(DecodeConfig) if f.name != "block_size")
 RAY_VERSION = "2.60.0"    # the version requirements.txt pins and docs/benchmark.md names
 
 
@@ -338,10 +340,12 @@ class Sweep:
             self.ray.kill(w.actor, no_restart=True)
 
 
-def model_keys(args, v: Variant) -> dict:
+def model_keys(args, v: Variant, device: str) -> dict:
     """The models a trace of `v` must have been made with, as the trace's config names them (trace.make_trace):
-    the target, the drafter (`ar` drafts nothing: "none"), and the block size when --block-size sets it (else
-    it is the drafter's own; round 0's blocks shrink to --max-new-tokens)."""
+    the target, the drafter (`ar` drafts nothing: "none"), the block size when --block-size sets it (else
+    it is the drafter's own; round 0's blocks shrink to --max-new-tokens), and the precision on the trace's
+    `device` (a worker's: --dtype auto resolves there) of the target, the drafter and its vocabulary projection
+    (decode.Engine: bf16 unless --draft-dtype is given)."""
     target = args.target or EMBEDDED_NAME
     drafter = args.drafter or "default"
     if drafter == "default":
@@ -349,6 +353,11 @@ def model_keys(args, v: Variant) -> dict:
     keys = {"target": target, "drafter": trace_drafter(v.mode, drafter)}
     if args.block_size and v.mode != "ar":
         keys["block_size"] = min(args.block_size, args.max_new_tokens)
+    named = lambda flag: DTYPE_NAMES.get(flag, flag) if flag not in (None, "", "auto") else None  # noqa: E731
+    keys["dtype"] = named(args.dtype) or auto_dtype(device.partition(":")[0])
+    if v.mode != "ar":
+        keys["draft_dtype"] = named(args.draft_dtype) or keys["dtype"]
+        keys["draft_head_dtype"] = keys["draft_dtype"] if named(args.draft_dtype) else "bfloat16"
     return keys
 
 
@@ -368,8 +377,8 @@ def load_finished(out: Path, jobs: list[Job], todo: list[Variant], args) -> dict
     meaningless); an unreadable one is run again."""
     from ..trace import TraceError, load_trace
 
-    want = {v.label: {**{k: getattr(decode_config(args, v, args.max_new_tokens), k) for k in DECODE_KEYS},
-                      **model_keys(args, v)} for v in todo}
+    want = {v.label: {k: getattr(decode_config(args, v, args.max_new_tokens), k) for k in DECODE_KEYS} for v in todo}
+    variants = {v.label: v for v in todo}
     done = {}
     for job in jobs:
         paths = job.paths(out, todo)
@@ -380,7 +389,8 @@ def load_finished(out: Path, jobs: list[Job], todo: list[Variant], args) -> dict
         except TraceError:
             continue
         for (label, tr), path in zip(traces.items(), paths):
-            for k, v in {**want[label], "temperature": job.temperature}.items():
+            models = model_keys(args, variants[label], str(tr["config"].get("device", "")))
+            for k, v in {**want[label], **models, "temperature": job.temperature}.items():
                 if not _same(k, tr["config"].get(k), v):
                     raise InputError("resume", f"{path} was made with {k}={tr['config'].get(k)!r}, not {v!r}: "
                                                "use another --out, or the same settings")

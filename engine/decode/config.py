@@ -4,9 +4,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from ..errors import InputError
-from ..options import (ACCEPTANCE, CALIBRATIONS, DEFAULT_MAX_NEW_TOKENS, DEFAULT_MODE, DEFAULT_RULE, MAX_BLOCK_SIZE,
-                       MAX_NEW_TOKENS, MODES, RULES, TREE_RANKS, UNSHIFTED_MODES, parse_max_shifted,
-                       parse_max_trie_nodes, parse_seed, to_int)
+from ..options import (ACCEPTANCE, CALIBRATIONS, DEFAULT_ACCEPTANCE, DEFAULT_CALIBRATION, DEFAULT_MAX_NEW_TOKENS,
+                       DEFAULT_MODE, DEFAULT_RULE, DEFAULT_TREE_RANK, MAX_BLOCK_SIZE, MAX_NEW_TOKENS, MODES, RULES,
+                       TREE_RANKS, UNSHIFTED_MODES, parse_max_shifted, parse_max_trie_nodes, parse_seed, to_int)
 
 GREEDY_BELOW = 1e-5   # a temperature under this decodes greedily (as vLLM does): logits / T would overflow
 
@@ -21,11 +21,11 @@ class DecodeConfig:
     max_shifted: int | str | None = None   # cap on shifted blocks per round; "auto": the cost budget
     max_trie_nodes: int | str | None = None  # verified nodes per round (anchor included); "auto": the budget
     argmax_drafts: bool = False            # at T>0 draft by argmax instead of sampling
-    acceptance: str = "speculative"        # at T>0: engine.options.ACCEPTANCE
+    acceptance: str = DEFAULT_ACCEPTANCE   # at T>0: engine.options.ACCEPTANCE
     ignore_eos: bool = False               # run to max_new_tokens (fixed-length benchmarks)
     block_size: int | None = None          # default: the drafter's trained block size
-    calibration: str = "online"            # the auto budget's costs: engine.options.CALIBRATIONS
-    tree_rank: str = "drafter"             # tree modes: engine.options.TREE_RANKS
+    calibration: str = DEFAULT_CALIBRATION  # the auto budget's costs: engine.options.CALIBRATIONS
+    tree_rank: str = DEFAULT_TREE_RANK     # tree modes: engine.options.TREE_RANKS
 
 
 def validate(cfg: DecodeConfig, drafter_block_size: int | None) -> DecodeConfig:

@@ -59,7 +59,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..analyses import baseline_accepted, round_gain
-from ..options import DEFAULT_TREE_NODES, TREE_MODES, parse_max_trie_nodes
+from ..options import DEFAULT_TREE_NODES, DEFAULT_TREE_RANK, TREE_MODES, parse_max_trie_nodes
 from .config import auto_fields
 
 DRAFT_SIZES = (1, 2, 4, 8, 16)            # beyond: linear extrapolation (rarely needed on a CPU)
@@ -415,7 +415,7 @@ def budget_for(engine, cfg) -> Budget | TreeRanker | None:
     them, or "auto" trie nodes in any speculative mode), else None; a tree mode ranked "calibrated"
     gets its TreeRanker (inside the budget when there is one)."""
     auto_k, auto_n = auto_fields(cfg)
-    ranker = TreeRanker() if cfg.mode in TREE_MODES and getattr(cfg, "tree_rank", "drafter") == "calibrated" else None
+    ranker = TreeRanker() if cfg.mode in TREE_MODES and getattr(cfg, "tree_rank", DEFAULT_TREE_RANK) == "calibrated" else None
     if not (auto_k or auto_n):
         return ranker
     nodes = parse_max_trie_nodes(cfg.max_trie_nodes)

@@ -22,7 +22,7 @@ from typing import Protocol
 import torch
 
 from ..attach import proposal
-from ..options import DEFAULT_TREE_NODES, MAX_TRIE_NODES, TREE_MODES, UNSHIFTED_MODES
+from ..options import DEFAULT_ACCEPTANCE, DEFAULT_TREE_NODES, MAX_TRIE_NODES, TREE_MODES, UNSHIFTED_MODES
 from ..sampling import speculative_accept
 from ..trace import STAGES, round_record, rounded
 from ..tree import best_nodes, prune, tree_proposal
@@ -84,7 +84,7 @@ class RoundConfig:
     max_shifted: int | None
     max_trie_nodes: int | None
     budget: object = None         # engine.decode.cost.Budget or None: picks (k, nodes) per round
-    acceptance: str = "speculative"   # at T > 0 (engine.options.ACCEPTANCE)
+    acceptance: str = DEFAULT_ACCEPTANCE   # at T > 0 (engine.options.ACCEPTANCE)
     auto_shifted: bool = False    # the budget picks the shifted blocks drafted
     auto_nodes: bool = False      # the budget picks the nodes verified
 

@@ -28,6 +28,7 @@ from engine.decode import DecodeConfig, Engine  # noqa: E402
 from engine.decode.checks import (LAW_MODES, LAW_TRIALS, LOSSLESS_PROMPTS, greedy_reference, law_case,  # noqa: E402
                                   lossless_configs)
 from engine.models.tiny import tiny_models  # noqa: E402
+from engine.options import DEFAULT_MAX_NEW_TOKENS  # noqa: E402
 
 
 def lossless(dtype, device: str = "cuda", pairs: int = 10) -> dict:
@@ -65,7 +66,7 @@ def sampling(device: str, trials: int, seeds: int) -> dict:
     return out
 
 
-def timing_simple(drafter: str | None, n_prompts: int, dtype: str, max_new: int = 128,
+def timing_simple(drafter: str | None, n_prompts: int, dtype: str, max_new: int = DEFAULT_MAX_NEW_TOKENS,
                   device: str = "cuda", temperature: float = 0.0) -> dict:
     from engine.models import load_models
     eng = Engine(load_models(None, drafter or "default", device, dtype, draft_dtype="bfloat16"))
@@ -106,7 +107,7 @@ def timing_simple(drafter: str | None, n_prompts: int, dtype: str, max_new: int 
 OWN_WORK_MAX = 0.05   # "a few percent" of a round (issue 39); the CPU's tiny-model figure is docs/performance.md's
 
 
-def own_work(drafter: str | None, n_prompts: int, device: str = "cuda", max_new: int = 128) -> dict:
+def own_work(drafter: str | None, n_prompts: int, device: str = "cuda", max_new: int = DEFAULT_MAX_NEW_TOKENS) -> dict:
     """Per mode, over the rounds of a few prompts on the embedded target (bf16 drafts, the auto target
     dtype): the share of round time outside the draft and verify calls, and whether it is under OWN_WORK_MAX."""
     from engine.models import load_models
@@ -167,7 +168,7 @@ if __name__ == "__main__":
     ap.add_argument("--skip-timing", action="store_true")
     ap.add_argument("--out", default=None)
     ap.add_argument("--device", default="cuda")
-    ap.add_argument("--max-new-tokens", type=int, default=128)
+    ap.add_argument("--max-new-tokens", type=int, default=DEFAULT_MAX_NEW_TOKENS)
     ap.add_argument("--pairs", type=int, default=10)
     ap.add_argument("--trials", type=int, default=LAW_TRIALS, help="rounds per mode in the T=1 law check")
     ap.add_argument("--seeds", type=int, default=30, help="seeds per prompt against dflash_generate")

@@ -17,12 +17,11 @@ from urllib.request import getproxies, proxy_bypass
 import torch
 
 from ..errors import InputError
-from ..options import EMBEDDED_NAME
+from ..options import DTYPE_NAMES, EMBEDDED_NAME, auto_dtype
 from ..paths import default_drafter
 from .embedded import SMOLLM2_MASK_ID, SMOLLM2_VOCAB
 
-DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
-          "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16}
+DTYPES = {flag: getattr(torch, name) for flag, name in DTYPE_NAMES.items()}
 _ABSENT = object()  # a config field that is not there (None is a value: JSON null)
 HUB_PROBE_S = 2.0  # how long the hub's host may take to accept a connection before it counts as unreachable
 T = TypeVar("T")
@@ -88,7 +87,7 @@ def resolve_dtype(dtype: str | None, device: torch.device, field: str = "dtype")
     """auto: bf16 on CUDA, fp32 on the CPU (fp32 is what makes T=0 token-exact). `field` names the
     option in errors (dtype, draft_dtype)."""
     if dtype in (None, "", "auto"):
-        return torch.bfloat16 if device.type == "cuda" else torch.float32
+        return DTYPES[auto_dtype(device.type)]
     if isinstance(dtype, torch.dtype) and dtype in DTYPES.values():
         return dtype
     if not isinstance(dtype, str) or dtype not in DTYPES:
