@@ -92,11 +92,29 @@ def test_auto_budget_rounds_are_the_eager_ones():
         assert [r.get("chosen") for r in b.rounds] == [r.get("chosen") for r in a.rounds], mode
 
 
-def test_runs_hold_their_own_slots_and_reuse_them():
+def test_captured_shapes_without_capture():
+    """fixed_shapes: keys over the whole preallocated buffer (stale slots and the padding hidden by the masks alone)
+    and drafts through their static buffers, as a captured call takes them: still lossless and the eager rounds."""
+    for kind, seed in (("llama", 2), ("qwen3", 3)):
+        m = tiny_models(kind, seed, block_size=5)
+        eager, static = Engine(m), StaticEngine(m, fixed_shapes=True)
+        ids = eager.encode_prompt(PROMPTS[seed])
+        want = greedy_reference(m.target, ids, N_NEW)
+        for mode, rule in (("ar", "earliest"), ("dflash", "earliest"), ("reanchor", "latest"), ("ddtree", "earliest"),
+                           ("reanchor-tree", "all")):
+            cfg = DecodeConfig(mode=mode, rule=rule, max_new_tokens=N_NEW, ignore_eos=True)
+            a, b = both(eager, static, ids, cfg)
+            assert b.result["output_ids"] == want, (kind, mode)
+            assert [record(r) for r in b.rounds] == [record(r, True) for r in a.rounds], (kind, mode)
+
+
+@pytest.mark.parametrize("fixed", [False, True], ids=["spans", "fixed-shapes"])
+def test_runs_hold_their_own_slots_and_reuse_them(fixed):
     """Two runs interleaved round by round on one engine each decode as alone (separate buffers); a later run takes
-    a slot back with the last run's K/V and mask in it and still decodes exactly."""
+    a slot back with the last run's K/V and mask in it and still decodes exactly (with fixed shapes every key of
+    the buffer is read: the last run's mask must be gone)."""
     m = tiny_models("qwen3", 1, block_size=5)
-    static = StaticEngine(m)
+    static = StaticEngine(m, fixed_shapes=fixed)
     ids = [static.encode_prompt(p) for p in ("bbb aa", "c a b")]
     cfg = DecodeConfig(mode="reanchor-tree", max_new_tokens=N_NEW, ignore_eos=True)
     want = [greedy_reference(m.target, x, N_NEW) for x in ids]

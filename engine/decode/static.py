@@ -16,7 +16,8 @@ StaticEngine is the Engine with every per-round model call made over such buffer
     capture      with capture=True (CUDA only) each (call, bucket) is captured once as a CUDA graph and replayed
                  (torch.cuda.CUDAGraph, one memory pool per engine); keys then span the whole buffer (cap), so the
                  shapes never change with s. Without capture (the CPU) the same calls run eagerly over the buffers,
-                 keys spanning only what is used (s + nb), so that the CPU pays nothing for the padding of keys
+                 keys spanning only what is used (s + nb), so that the CPU pays nothing for the padding of keys;
+                 fixed_shapes=True runs them in the captured shapes, uncaptured (the tests' rehearsal of capture)
 
 What stays on the host: the tries, masks' tree blocks, the drafter's token choice (engine/decode/drafting.py:
 sampling with the run's generator, sequential heads), acceptance and the record. The prefill runs the eager
@@ -133,9 +134,12 @@ class StaticEngine(Engine):
     """The Engine with static-shape model calls (this module's docstring); every mode, rule and drafter goes
     through them. `capture`: CUDA graphs per bucket (CUDA only; default off until measured on the device).
     `context`: the positions a run may reach (prompt plus new tokens; default the target's context, at most
-    4,096); runs that need more are refused with the field to change."""
+    4,096); runs that need more are refused with the field to change. `fixed_shapes`: every call in the shapes
+    a capture takes (keys over the whole buffer, drafts through their static buffers) without capturing: what the
+    CPU can rehearse of capture."""
 
-    def __init__(self, models, draft_head_dtype="auto", capture: bool = False, context: int | None = None):
+    def __init__(self, models, draft_head_dtype="auto", capture: bool = False, context: int | None = None,
+                 fixed_shapes: bool = False):
         super().__init__(models, draft_head_dtype)
         if self.window:
             raise InputError("target", "the static path does not take sliding-window attention (use Engine)")
@@ -144,6 +148,7 @@ class StaticEngine(Engine):
         limit = getattr(models.target.config, "max_position_embeddings", None) or 4096
         self.context = int(context or min(limit, 4096))
         self.capture = bool(capture)
+        self.fixed = self.capture or bool(fixed_shapes)   # every call shaped as a capture takes it
         B = self.block_size or 1
         # a verify writes up to MAX_TRIE_NODES rows after s, a draft its padded new context after the stored rows
         self.cap = _aligned(self.context + MAX_TRIE_NODES + 1)
@@ -241,7 +246,7 @@ class StaticEngine(Engine):
         io[2] = numpy.arange(s, s + nb)
         slot.io[:, :nb].copy_(torch.from_numpy(io))
         self._tree_block(slot, trie, s, n, nb)
-        span = slot.cap if self.capture else s + nb
+        span = slot.cap if self.fixed else s + nb
         ids, pos, write = slot.io[0:1, :nb], slot.io[1:2, :nb], slot.io[2, :nb]
         mask = slot.mask[:, :, :nb, :span]
         target, kv, layer_ids = m.target, slot.kv, self.layer_ids
@@ -270,7 +275,7 @@ class StaticEngine(Engine):
             raise ValueError(f"{r} retained rows for {n} blocks")
         B = self.block_size
         cb = B if c <= B else c                   # the first draft after the prefill brings the prompt
-        captured = self.capture and cb == B and n_in == B - 1 + self.offset
+        captured = self.fixed and cb == B and n_in == B - 1 + self.offset
         span = ctx.cap if captured else ctx.len + cb
         if ctx.len + cb > ctx.cap:
             raise InputError("max_new_tokens", f"the run outgrew the static engine's context of {self.context}")
@@ -314,7 +319,7 @@ class StaticEngine(Engine):
                 return drafter(target_hidden=hid.expand(nb, -1, -1).contiguous(), noise_embedding=noise,
                                position_ids=pos, attention_mask=mask, past_key_values=ctx, use_cache=True)
 
-        out = self._run(ctx, ("draft", nb, n_in), call) if captured else call()
+        out = self._run(ctx, ("draft", nb, n_in), call) if captured and self.capture else call()
         ctx.len += c
         out = out[:n, off:].contiguous()
         with linears():

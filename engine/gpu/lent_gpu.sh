@@ -6,10 +6,11 @@
 #   HEAD=domino SEED=5 bash engine/gpu/lent_gpu.sh          (carry .whl and .gpu/gguf.sha256)
 #
 # A call returns at most 8 files from $OUT and empties $OUT first, so every run writes under /root/keep (kept while
-# the machine stays warm) and only the DFlash folder's four files and gpu_check.json are copied to $OUT; a head's
-# files come back by a next call: `cp /root/keep/<head>/* $OUT/`. Knobs: SEED (the DFlash run's prompt seed; the
-# head's is SEED+100), TOTAL_S (each training, default 300), HEAD (domino|dspark, empty: none), CHECK_S (gpu_check's
-# time, default 150; 0: skip), PYTHON.
+# the machine stays warm) and only static_check.json, the DFlash folder's four files and gpu_check.json are copied to
+# $OUT; a head's files come back by a next call: `cp /root/keep/<head>/* $OUT/`. Knobs: SEED (the DFlash run's prompt
+# seed; the head's is SEED+100), STATIC_S (engine/gpu/static_check.py's time, run first, default 360; 0: skip),
+# TOTAL_S (each training, default 300), HEAD (domino|dspark, empty: none), CHECK_S (gpu_check's time, default 150;
+# 0: skip), PYTHON.
 set -uo pipefail
 PY=${PYTHON:-python3}
 SEED=${SEED:?name the prompt seed (docs/training.md lists those used)}
@@ -19,6 +20,15 @@ cp /root/gguf.part1 .gpu/ || exit 2
 if compgen -G ".whl/*.whl" > /dev/null; then   # once, for both trainings
   $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 2
   export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+fi
+# first, the static path's device script (engine/gpu/static_check.py, issue 57): the embedded target with the committed
+# DFlash drafter and the 8 B shapes, eager against captured; its JSON comes back as $OUT/static_check.json
+if [ "${STATIC_S:-360}" -gt 0 ]; then
+  [ -f assets/drafters/smollm2-135m-dflash-b16/config.json ] || { rm -rf assets/drafters/smollm2-135m-dflash-b16; \
+    cp -r /root/drafter assets/drafters/smollm2-135m-dflash-b16; }
+  (WORK=/tmp/reanchor; . engine/gpu/gguf_env.sh && timeout "${STATIC_S:-360}" $PY engine/gpu/static_check.py \
+     --budget-s $(( ${STATIC_S:-360} - 40 )) --out "$OUT/static_check.json" 2>&1 \
+     | grep -v "Loading weights\|clean_up_tokenization" | tail -n 40)
 fi
 # each training runs from its own copy without .whl (train_gpu.sh would reinstall the wheels under the other's feet)
 for r in dflash ${HEAD:-}; do

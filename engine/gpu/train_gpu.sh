@@ -35,14 +35,7 @@ fi
 say "wheels: $(ls .whl 2>/dev/null | tr '\n' ' ')"
 
 # 2. the GGUF, reassembled and verified
-PART0=${PART0:-/root/gguf.part0}
-[ -f "$PART0" ] || { echo "missing $PART0: run the call that copies .gpu/gguf.part0 there first"; exit 2; }
-[ -f .gpu/gguf.part1 ] && [ -f .gpu/gguf.sha256 ] || { echo "missing .gpu/gguf.part1 or .gpu/gguf.sha256"; exit 2; }
-GGUF=$WORK/gguf/SmolLM2-135M-Instruct.Q4_1.gguf
-cat "$PART0" .gpu/gguf.part1 > "$GGUF"
-[ "$(sha256sum "$GGUF" | cut -d' ' -f1)" = "$(cut -d' ' -f1 .gpu/gguf.sha256)" ] \
-  || { echo "sha256 mismatch for the reassembled GGUF"; exit 3; }
-export REANCHOR_GGUF=$GGUF REANCHOR_CACHE=$WORK/cache
+. engine/gpu/gguf_env.sh
 say "gguf ok ($(du -m "$GGUF" | cut -f1) MB)"
 $PY -c "import torch, transformers, dflash, gguf; print('torch', torch.__version__, '| transformers', transformers.__version__, '| cuda', torch.cuda.is_available() and torch.cuda.get_device_name(0))
 if transformers.__version__ != '5.15.0': print('WARNING: transformers', transformers.__version__, 'is not the carried 5.15.0')"
