@@ -13,7 +13,7 @@ from gradio.context import get_blocks_context
 
 from engine.options import DEFAULT_TREE_NODES, MAX_TRIE_NODES, MODES, RULES, SHIFTED_WORDS
 
-from . import plots, race, render, runs, session, views
+from . import assets, plots, race, render, runs, session, views
 from .callbacks import Callbacks
 from .examples import LESSON_DRAFTER, example_prompts
 from .page import JS_PLOT, JS_TIMELINE, JS_TOKEN_CLICK, PLOT_TEMPLATE
@@ -254,7 +254,7 @@ def build_ui(loader, sessions: session.Sessions | None = None) -> gr.Blocks:
         _wire_traces(c, cb, view_out)
         race.wire(c, race.Race(loader, sessions, cb), view_out)
         # a tab shown again: Plotly figures drawn while it was hidden take its width
-        c.tabs.select(None, js="() => setTimeout(() => window.dispatchEvent(new Event('resize')), 60)")
+        c.tabs.select(None, js=assets.read("tab_resize.js"))
         demo.load(cb.on_load, [c.state], view_out, api_name="show_example")
         demo.unload(cb.on_unload)
     loader.on_phase(lambda: status_settled(demo, c, loader))
