@@ -36,7 +36,7 @@ CONSTANTS = {"PREFETCH_ROUNDS": PREFETCH_ROUNDS, "ROUNDS_PER_FETCH": views.ROUND
              "DRAWN_AHEAD": DRAWN_AHEAD, "VIEW_MARK": plots.VIEW_MARK}
 # data-shown marks the figure shown: the rounds drawn ahead lie beside it, hidden (page.js)
 PLOT_TEMPLATE = "<div class='rx-plot' data-shown style='width:100%;min-height:120px'></div>"
-JS_PLOT = assets.with_constants(CONSTANTS, "page.js")
+JS_PLOT = assets.with_constants(CONSTANTS, "rounds.js", "page.js")  # rounds.js: its pure logic (window.rxRounds)
 
 # The timeline, drawn the same way (a gr.Plot kept detached DOM alive on every streamed update: 1.4 M
 # nodes after a 2,000-round run); a click on a bar opens that round. The frame around the round in view

@@ -5,6 +5,8 @@ from __future__ import annotations
 import ast
 import json
 import re
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -78,11 +80,11 @@ def test_the_scan_finds_a_snippet_put_back(tmp_path, snippet):
 def test_scripts_read_their_constants_from_one_json_block():
     """Each script gets the same `const RX = {...};` line, the JSON of page.CONSTANTS, and reads every key it uses
     from it; no placeholder is left to replace."""
-    for js, name in ((page.JS_PLOT, "page.js"), (page.JS_TIMELINE, "timeline.js")):
+    for js, names in ((page.JS_PLOT, ("rounds.js", "page.js")), (page.JS_TIMELINE, ("timeline.js",))):
         head, body = js.split("\n", 1)
         assert head.startswith("const RX = ") and head.endswith(";")
         assert json.loads(head[len("const RX = "):-1]) == page.CONSTANTS
-        assert body == assets.read(name)
+        assert body == "".join(assets.read(n) for n in names)
         used = set(re.findall(r"\bRX\.(\w+)", body))
         assert used and used <= set(page.CONSTANTS), used - set(page.CONSTANTS)
         assert not re.search(r"__[A-Z_]+__", body)
@@ -109,3 +111,27 @@ def test_the_race_export_inlines_the_same_files():
     for name in ("race.js", "race_export.js", "race.css", "race_export.css"):
         assert assets.read(name).strip() in html, name
     assert render.PALETTE_CSS in html
+
+
+def test_node_unit_tests_of_the_page_logic_pass():
+    """tests/js/ (Node's built-in runner): the prefetch window, its re-aiming, the cache's bounds (rounds.js)."""
+    node = shutil.which("node")
+    assert node, "Node.js is needed for the page's unit tests (Debian: apt-get install nodejs; .ci/run does)"
+    files = sorted(str(p) for p in (ROOT / "tests" / "js").glob("*.test.js"))
+    assert files
+    run = subprocess.run([node, "--test", *files], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+    assert re.search(r"^# pass [1-9]", run.stdout, re.M) and re.search(r"^# fail 0$", run.stdout, re.M), run.stdout
+
+
+def test_the_linter_is_pinned():
+    """package.json names exact versions, the ones package-lock.json installs (`npm ci` in .ci/run), and CI lints
+    every folder of page code."""
+    wanted = json.loads((ROOT / "package.json").read_text(encoding="utf-8"))["devDependencies"]
+    locked = json.loads((ROOT / "package-lock.json").read_text(encoding="utf-8"))["packages"]
+    assert "eslint" in wanted
+    for name, version in wanted.items():
+        assert re.fullmatch(r"\d+\.\d+\.\d+", version), f"{name}: {version} is not one version"
+        assert locked[f"node_modules/{name}"]["version"] == version, name
+    ci = (ROOT / ".ci/run").read_text(encoding="utf-8")
+    assert "npm ci" in ci and "eslint app/static tests/js" in ci

@@ -2,6 +2,7 @@ const CONFIG = {responsive: true, displaylogo: false};
 const ON = 'width:100%;min-height:120px', OFF = 'position:absolute;left:-10000px;top:0;width:';
 const cache = new Map();  // round -> {caption, fig, text (a fetched figure's JSON)}, of the trace cacheKey
 const WINDOW = RX.PREFETCH_ROUNDS, PER_FETCH = RX.ROUNDS_PER_FETCH, READY = RX.DRAWN_AHEAD;
+const {wanted, nextFrom, hold, trim, farthest, nextToDraw} = window.rxRounds;  // rounds.js
 const idle = window.requestIdleCallback || ((f) => setTimeout(f, 50));
 const ready = new Map();  // round -> an offscreen div with that round drawn
 let cacheKey = null;
@@ -36,7 +37,7 @@ const park = (d, width) => {
   ready.set(d.__round, d);
   const at = window.__rxRound || 0;
   while (ready.size > READY) {
-    const far = [...ready.keys()].reduce((a, b) => (Math.abs(b - at) > Math.abs(a - at) ? b : a));
+    const far = farthest(ready.keys(), at);
     drop(ready.get(far)); ready.delete(far);
   }
 };
@@ -110,15 +111,12 @@ const prepare = (r) => {
 // whose end started no new one, so the rounds around the jump were never fetched
 let fetching = null, want = [];
 const fetchAhead = (src, key, around, n) => {
-  want = [];
-  for (let d = 1; want.length < Math.min(n - 1, WINDOW); d++)
-    for (const r of [around + d, around - d]) if (r >= 0 && r < n && want.length < WINDOW) want.push(r);
+  want = wanted(around, n, WINDOW);
   if (fetching === key + src) return;
   fetching = key + src;
   const next = () => {
-    while (want.length && cache.has(want[0])) want.shift();
-    if (!want.length || cacheKey !== key) { if (fetching === key + src) fetching = null; return; }
-    const from = Math.max(0, Math.min(want[0], n - PER_FETCH));
+    const from = nextFrom(want, (r) => cache.has(r), n, PER_FETCH);
+    if (from === null || cacheKey !== key) { if (fetching === key + src) fetching = null; return; }
     fetch(`${src}?key=${encodeURIComponent(key)}&from=${from}&count=${PER_FETCH}`, {cache: 'no-store'})
       .then((res) => (res.ok ? res.json() : Promise.reject(res.status)))
       .then((got) => {
@@ -142,8 +140,7 @@ const drawAhead = () => {
     ahead = null;
     const host = div(), at = host && host.__round;
     if (at === undefined || host.__key !== cacheKey) return;
-    const near = [...cache.keys()].filter((k) => k !== at).sort((a, b) => Math.abs(a - at) - Math.abs(b - at));
-    const r = near.slice(0, READY).find((k) => !ready.has(k));
+    const r = nextToDraw(cache.keys(), at, (k) => ready.has(k), READY);
     if (r === undefined) return;
     prepare(r);
     drawAhead();
@@ -157,12 +154,11 @@ const draw = () => {
   if (v.key !== cacheKey) { cache.clear(); ready.forEach(drop); ready.clear(); cacheKey = v.key; }
   // a fetched round that the server now draws otherwise: the server's wins
   const had = cache.get(v.round), stale = had && had.text !== undefined && had.text !== JSON.stringify(v.fig);
-  // set as the newest (a Map keeps a key's first place): the oldest go below, and a round the page held longest,
-  // shown again ("first" after a long run's rounds were fetched), was evicted before it was shown
-  const put = (r, entry) => { cache.delete(r); cache.set(r, entry); };
-  put(v.round, {caption: v.caption, fig: v.fig});
-  if (v.next) put(v.next.round, {caption: v.next.caption, fig: v.next.fig});
-  while (cache.size > WINDOW + 16) cache.delete(cache.keys().next().value);
+  // held as the newest: the oldest go below, and a round the page held longest, shown again ("first" after a long
+  // run's rounds were fetched), was evicted before it was shown
+  hold(cache, v.round, {caption: v.caption, fig: v.fig});
+  if (v.next) hold(cache, v.next.round, {caption: v.next.caption, fig: v.next.fig});
+  trim(cache, WINDOW + 16);
   if (div().__round !== v.round || div().__key !== v.key || stale) show(v.round, cache.get(v.round), stale);
   // drawn ahead once this frame is painted (rAF runs before the paint, its timeout after it)
   if (v.next) afterPaint(() => prepare(v.next.round));
