@@ -119,7 +119,7 @@ def test_node_unit_tests_of_the_page_logic_pass():
     assert node, "Node.js is needed for the page's unit tests (Debian: apt-get install nodejs; .ci/run does)"
     files = sorted(str(p) for p in (ROOT / "tests" / "js").glob("*.test.js"))
     assert files
-    run = subprocess.run([node, "--test", *files], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    run = subprocess.run([node, "--test", "--test-reporter=tap", *files], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
     assert re.search(r"^# pass [1-9]", run.stdout, re.M) and re.search(r"^# fail 0$", run.stdout, re.M), run.stdout
 
