@@ -4,10 +4,11 @@ The modes' and rules' one-liners live with the modes (engine.options.MODE_HELP, 
 from __future__ import annotations
 
 import html
-import json
 import re
 
 from engine.options import MODE_HELP, RULE_HELP
+
+from . import assets
 
 # term -> its definition (plain text), in the order the glossary lists them
 TERMS: dict[str, str] = {
@@ -126,30 +127,5 @@ def controls_js() -> str:
     """Browser code: a title (the definition) on the first label, info line, button or table head of the page's
     controls that names each term, and a dotted underline under it (the controls are Gradio's: their words are set
     here, once they are in the page, never rewritten)."""
-    return """
-(() => {
-  const TERMS = __TERMS__;
-  const done = new Set();
-  const decorate = () => {
-    const els = [...document.querySelectorAll(
-      '#rx-tabs label span, #rx-tabs [data-testid="block-info"], #rx-tabs .info, #rx-tabs button, #rx-tabs th, '
-      + '#rx-tabs .rx-status, #rx-tabs h3, #rx-intro p')].filter((e) => e.children.length === 0 && e.textContent);
-    for (const [term, src, flags, def] of TERMS) {
-      if (done.has(term)) continue;
-      const re = new RegExp(src, flags);
-      const el = els.find((e) => re.test(e.textContent) && !e.closest('abbr'));
-      if (!el) continue;
-      done.add(term);
-      el.title = (el.title ? el.title + '\\n' : '') + term + ': ' + def;
-      el.classList.add('rx-term');
-    }
-  };
-  // controls mount as Gradio renders them (a tab's when it is first shown): again at a few moments, and on a tab's
-  // selection
-  [300, 1500, 4000, 10000].forEach((t) => setTimeout(decorate, t));
-  document.addEventListener('click', (e) => {
-    if (e.target.closest && e.target.closest('[role="tab"]')) setTimeout(decorate, 300);
-  }, true);
-})();
-""".replace("__TERMS__", json.dumps([[t, p.pattern.replace("(?<![\\w])", "(?<![\\w])"), "i" if p.flags & re.I else "",
-                                       TERMS[t]] for t, p in PATTERNS.items()]))
+    terms = [[t, p.pattern, "i" if p.flags & re.I else "", TERMS[t]] for t, p in PATTERNS.items()]
+    return assets.with_constants({"TERMS": terms}, "glossary.js")

@@ -1,31 +1,17 @@
 """What runs in and styles the page: the browser-side JavaScript of the text view, the round figure
-and the timeline, the plotly.js script tag, the theme and the CSS; app.ui wires them to the components."""
+and the timeline (files of app/static/: token_click.js, page.js, timeline.js), the plotly.js script tag, the
+theme and the CSS (text.css, race.css, app.css); app.ui wires them to the components."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import gradio as gr
 import plotly
 
-from . import plots, race_view, render, views
+from . import assets, plots, race_view, render, views
 
 # Clicking a token (a span with data-r / data-k in the text view) sends its round to Python.
-JS_TOKEN_CLICK = """
-element.addEventListener('click', (e) => {
-  const t = e.target.closest('[data-r]');
-  if (!t) return;
-  // a round the page holds is shown at once
-  const shown = !!window.__rxJump && window.__rxJump(Math.max(0, parseInt(t.dataset.r)));
-  const send = () => trigger('click', {r: parseInt(t.dataset.r), k: parseInt(t.dataset.k)});
-  if (window.__rxSend) window.__rxSend(send, shown); else send();
-  if (window.__rxMark) window.__rxMark(Math.max(0, parseInt(t.dataset.r)));
-  const top = document.querySelector('#rx-caption');
-  if (top) top.scrollIntoView({behavior: 'smooth', block: 'start'});
-});
-// a new text (another trace, a streamed update) keeps the shown round's tokens highlighted
-watch('value', () => requestAnimationFrame(() => window.__rxMark && window.__rxMark()));
-"""
+JS_TOKEN_CLICK = assets.read("token_click.js")
 
 # plotly.js from the plotly package (the version its figure JSON is written for), served by this app:
 # the round figure and the timeline draw with it without waiting for a gr.Plot to load Gradio's copy.
@@ -45,347 +31,32 @@ HEAD = f'<script defer src="{PLOTLY_ROUTE}"></script>'
 # server's answer, which again wins where it differs.
 PREFETCH_ROUNDS = 128  # rounds the page holds for jumps: ~20 KB of figure JSON each
 DRAWN_AHEAD = 24  # of them, those nearest the shown round drawn offscreen (~850 page elements each)
-# data-shown marks the figure shown: the rounds drawn ahead lie beside it, hidden (JS_PLOT)
+# The Python values the page's scripts read (as RX.<name>): one JSON block before each script
+CONSTANTS = {"PREFETCH_ROUNDS": PREFETCH_ROUNDS, "ROUNDS_PER_FETCH": views.ROUNDS_PER_FETCH,
+             "DRAWN_AHEAD": DRAWN_AHEAD, "VIEW_MARK": plots.VIEW_MARK}
+# data-shown marks the figure shown: the rounds drawn ahead lie beside it, hidden (page.js)
 PLOT_TEMPLATE = "<div class='rx-plot' data-shown style='width:100%;min-height:120px'></div>"
-JS_PLOT = ("""
-const CONFIG = {responsive: true, displaylogo: false};
-const ON = 'width:100%;min-height:120px', OFF = 'position:absolute;left:-10000px;top:0;width:';
-const cache = new Map();  // round -> {caption, fig, text (a fetched figure's JSON)}, of the trace cacheKey
-const WINDOW = __WINDOW__, PER_FETCH = __PER_FETCH__, READY = __READY__;
-const idle = window.requestIdleCallback || ((f) => setTimeout(f, 50));
-const ready = new Map();  // round -> an offscreen div with that round drawn
-let cacheKey = null;
-const div = () => element.querySelector('.rx-plot[data-shown]');
-// purge + newPlot: a third faster than Plotly.react when every trace changes (a new round always does)
-// the projector setting: no toolbar over the figure's labels (its zoom and download stay off the lesson)
-const config = (fig) => ((fig.layout && fig.layout.meta && fig.layout.meta.projector)
-  ? Object.assign({}, CONFIG, {displayModeBar: false}) : CONFIG);
-const plot = (d, fig) => {
-  window.Plotly.purge(d);
-  d.__plotting = window.Plotly.newPlot(d, fig.data, fig.layout, config(fig));
-  // a click on the folded row of discarded blocks opens it (or closes it): the server redraws with them
-  if (d.on) d.on('plotly_click', (ev) => {
-    const p = ev && ev.points && ev.points[0];
-    if (p && p.data && p.data.meta === 'fold') trigger('click', {fold: true});
-  });
-};
-// purged once its draw has settled: a div dropped while Plotly.newPlot's promise was still under way (a round drawn
-// ahead and parked past READY at once) had its layout deleted under the draw ("reading
-// '_redrawFromAutoMarginCount'" in the console)
-const drop = (d) => {
-  d.remove();
-  Promise.resolve(d.__plotting).catch(() => {}).then(() => window.Plotly.purge(d));
-};
-const afterPaint = (f) => requestAnimationFrame(() => setTimeout(f, 0));  // a timeout set in rAF: after the paint
-// keep a drawn round offscreen, at most READY: those farthest from the shown one go. Its content skipped by the
-// page's style and layout passes (content-visibility): 24 drawn rounds in them made a swap's frame 50-190 ms late.
-// Parked where it was drawn, beside the shown figure, and never moved: a div moved in the page loses its computed
-// style and layout, and showing it again restyled and laid out its ~850 elements (10-35 ms a swap here); a hidden
-// one keeps them, and only its few changed elements are restyled when it is shown
-const park = (d, width) => {
-  d.removeAttribute('data-shown');
-  d.style.cssText = OFF + width + 'px;content-visibility:hidden';
-  if (ready.has(d.__round) && ready.get(d.__round) !== d) drop(ready.get(d.__round));
-  ready.set(d.__round, d);
-  const at = window.__rxRound || 0;
-  while (ready.size > READY) {
-    const far = [...ready.keys()].reduce((a, b) => (Math.abs(b - at) > Math.abs(a - at) ? b : a));
-    drop(ready.get(far)); ready.delete(far);
-  }
-};
-const caption = (html) => {
-  const cap = document.querySelector('#rx-caption .prose') || document.querySelector('#rx-caption');
-  if (!cap || !html) return;
-  cap.innerHTML = html;
-  window.__rxAtt && window.__rxAtt();
-};
-// the attachment table (a <details> in the caption) stays open across rounds, whoever replaces the caption: this
-// page's cache or the server's answer
-window.__rxAtt = () => {
-  const att = document.querySelector('#rx-caption #rx-att');
-  if (att && window.__rxAttOpen && !att.open) att.open = true;
-};
-if (!window.__rxAttBound) {
-  window.__rxAttBound = true;
-  document.addEventListener('toggle', (e) => {
-    if (e.target && e.target.id === 'rx-att') window.__rxAttOpen = e.target.open;
-  }, true);
-  const watchCaption = () => {
-    const cap = document.querySelector('#rx-caption');
-    if (!cap) { setTimeout(watchCaption, 200); return; }
-    new MutationObserver(() => window.__rxAtt()).observe(cap, {childList: true, subtree: true});
-  };
-  watchCaption();
-}
-// the shown round's tokens highlighted in the text view
-window.__rxMark = (r) => {
-  if (r !== undefined) window.__rxRound = r;
-  if (window.__rxFrame) window.__rxFrame();  // and framed on the timeline
-  const box = document.querySelector('#rx-text-box');
-  if (!box || window.__rxRound === undefined) return;
-  box.querySelectorAll('span.cur').forEach((e) => e.classList.remove('cur'));
-  box.querySelectorAll('span[data-r="' + window.__rxRound + '"]').forEach((e) => e.classList.add('cur'));
-};
-const show = (r, entry, fresh) => {
-  const host = div(), pre = fresh ? undefined : ready.get(r);
-  if (!pre && !entry) return;  // neither drawn nor held: the server's answer shows it
-  const width = host.clientWidth;  // read before the writes below: no layout forced in between
-  window.__rxMark(r);
-  if (fresh && ready.has(r)) { drop(ready.get(r)); ready.delete(r); }
-  if (pre) {  // swap the drawn div in; the one shown goes offscreen, where it is
-    ready.delete(r);
-    if (pre.parentNode !== host.parentNode) host.before(pre);  // the component redrew its template
-    pre.style.cssText = ON;
-    pre.setAttribute('data-shown', '');  // an attribute: a class changed here restyled the whole figure
-    if (host.__round !== undefined && host.__key === cacheKey) park(host, width); else drop(host);
-  } else {
-    plot(host, entry.fig);
-    host.__round = r; host.__key = cacheKey;
-  }
-  caption((entry || {}).caption);
-  afterPaint(drawAhead);  // not before this frame: an idle moment before it would start a 30-150 ms draw there
-};
-const prepare = (r) => {
-  const host = div(), entry = cache.get(r);
-  if (!host || !entry || ready.has(r) || host.__round === r) return;
-  const d = document.createElement('div'), width = host.clientWidth;
-  d.className = 'rx-plot';
-  d.style.cssText = OFF + width + 'px';
-  host.parentNode.appendChild(d);
-  plot(d, entry.fig);
-  d.__round = r; d.__key = cacheKey;
-  void d.offsetHeight;  // its style and layout computed now, in idle time, and kept while it is hidden
-  park(d, width);
-};
-// the other rounds of a finished trace, fetched while the page is idle, nearest the shown round first; one request
-// at a time, PER_FETCH rounds each; given up once the key changes (the server answers no rounds for an old key).
-// A round shown while a sequence runs re-aims it (`want` is shared): a far jump used to wait for the old sequence,
-// whose end started no new one, so the rounds around the jump were never fetched
-let fetching = null, want = [];
-const fetchAhead = (src, key, around, n) => {
-  want = [];
-  for (let d = 1; want.length < Math.min(n - 1, WINDOW); d++)
-    for (const r of [around + d, around - d]) if (r >= 0 && r < n && want.length < WINDOW) want.push(r);
-  if (fetching === key + src) return;
-  fetching = key + src;
-  const next = () => {
-    while (want.length && cache.has(want[0])) want.shift();
-    if (!want.length || cacheKey !== key) { if (fetching === key + src) fetching = null; return; }
-    const from = Math.max(0, Math.min(want[0], n - PER_FETCH));
-    fetch(`${src}?key=${encodeURIComponent(key)}&from=${from}&count=${PER_FETCH}`, {cache: 'no-store'})
-      .then((res) => (res.ok ? res.json() : Promise.reject(res.status)))
-      .then((got) => {
-        if (got.key !== cacheKey) { if (fetching === key + src) fetching = null; return; }  // stale: the next answer
-        got.rounds.forEach((e) => {
-          if (!cache.has(e.round)) cache.set(e.round, {caption: e.caption, fig: e.fig, text: JSON.stringify(e.fig)});
-        });
-        drawAhead();
-        idle(next, {timeout: 1000});
-      })
-      .catch(() => { if (fetching === key + src) fetching = null; });
-  };
-  idle(next, {timeout: 1000});
-};
-// the held rounds nearest the shown one drawn offscreen, one an idle moment, so that a jump to one of them swaps
-// divs as "next" does (a draw is 30-150 ms on this 2-core machine; a swap 1-3)
-let ahead = null;
-const drawAhead = () => {
-  if (ahead !== null) return;
-  ahead = idle(() => {
-    ahead = null;
-    const host = div(), at = host && host.__round;
-    if (at === undefined || host.__key !== cacheKey) return;
-    const near = [...cache.keys()].filter((k) => k !== at).sort((a, b) => Math.abs(a - at) - Math.abs(b - at));
-    const r = near.slice(0, READY).find((k) => !ready.has(k));
-    if (r === undefined) return;
-    prepare(r);
-    drawAhead();
-  }, {timeout: 2000});
-};
-const draw = () => {
-  if (!window.Plotly || !div()) { setTimeout(draw, 100); return; }
-  if (!props.value) return;
-  const v = JSON.parse(props.value);
-  if (!v.fig) { plot(div(), v); div().__round = undefined; return; }  // a placeholder figure
-  if (v.key !== cacheKey) { cache.clear(); ready.forEach(drop); ready.clear(); cacheKey = v.key; }
-  // a fetched round that the server now draws otherwise: the server's wins
-  const had = cache.get(v.round), stale = had && had.text !== undefined && had.text !== JSON.stringify(v.fig);
-  // set as the newest (a Map keeps a key's first place): the oldest go below, and a round the page held longest,
-  // shown again ("first" after a long run's rounds were fetched), was evicted before it was shown
-  const put = (r, entry) => { cache.delete(r); cache.set(r, entry); };
-  put(v.round, {caption: v.caption, fig: v.fig});
-  if (v.next) put(v.next.round, {caption: v.next.caption, fig: v.next.fig});
-  while (cache.size > WINDOW + 16) cache.delete(cache.keys().next().value);
-  if (div().__round !== v.round || div().__key !== v.key || stale) show(v.round, cache.get(v.round), stale);
-  // drawn ahead once this frame is painted (rAF runs before the paint, its timeout after it)
-  if (v.next) afterPaint(() => prepare(v.next.round));
-  if (v.src && v.n > 1) fetchAhead(v.src, v.key, v.round, v.n);
-  drawAhead();
-};
-watch('value', draw);
-draw();
-// next / prev: show a neighbour at once (capture phase: before Gradio sends the call)
-const step = (delta) => {
-  const d = div();
-  if (!d || d.__round === undefined || d.__key !== cacheKey) return false;
-  const r = d.__round + delta;
-  if (!ready.has(r) && !cache.has(r)) return false;
-  show(r, cache.get(r));
-  return true;
-};
-// a jump (the slider, its number box, a token, a timeline bar): a round the page holds is shown at once, in the
-// event, before Gradio sends the call
-const jump = (r) => {
-  const d = div();
-  if (window.__rxNoCache || !d || d.__key !== cacheKey || !(r >= 0) || d.__round === r) return false;
-  if (!ready.has(r) && !cache.has(r)) return false;
-  show(r, cache.get(r));
-  return true;
-};
-// Gradio's own work for the event that asked for a round the page has just shown (its loading statuses copy every
-// output's props: 5 ms for "next", 17-30 ms for the slider on this 2-core machine) waits until the frame showing the
-// round is painted, so that it no longer holds that frame back: replayed then, in order; any later click or input
-// on the page replays those held first, so Gradio and the server see the events in the order they came
-const held = [];
-let replaying = false;
-const flush = () => {
-  while (held.length) {
-    replaying = true;
-    try { held.shift()(); } finally { replaying = false; }
-  }
-};
-const later = (f) => {
-  held.push(f);
-  // the plain timeout, should no frame come (a page in the background)
-  if (held.length === 1) { afterPaint(flush); setTimeout(flush, 250); }
-};
-// send(f, shown): Gradio's part of a round switch, held past the paint when the page showed the round itself
-window.__rxSend = (f, shown) => { if (shown) later(f); else { flush(); f(); } };
-// (window.__rxNoCache = true turns this off, to measure the server's path: test_app_browser.py)
-window.__rxJump = jump;
-window.__rxHeld = () => (cacheKey === null ? [] : [...cache.keys()]);  // the rounds the page can draw at once
-window.__rxDrawn = () => [...ready.keys()];  // those of them drawn ahead
-if (!window.__rxNavBound) {  // on the document: the buttons may mount after this component
-  window.__rxNavBound = true;
-  // capture phase on the document: before Gradio's listeners, which stopPropagation keeps from the event until its
-  // replay (other listeners on the document still see it)
-  document.addEventListener('input', (e) => {
-    if (replaying) return;
-    flush();
-    const t = e.target;
-    if (!(t && t.closest && t.closest('#rx-slider') && t.tagName === 'INPUT' && t.value !== '')) return;
-    if (!(window.__rxJump && window.__rxJump(Number(t.value)))) return;
-    // the slider's other half (number box, range) shows the round in this frame too, as Gradio's binding would
-    const range = t.closest('#rx-slider')
-      .querySelector(t.type === 'range' ? 'input[type=number]' : 'input[type=range]');
-    if (range && range.type === 'range') {
-      const lo = Number(range.min), hi = Number(range.max);
-      range.value = t.value;
-      range.style.setProperty('--range_progress', `${hi > lo ? (Number(t.value) - lo) / (hi - lo) * 100 : 0}%`);
-    } else if (range) range.value = t.value;
-    // the event goes on to Gradio now, not held past the paint as "next" is: a held and replayed slider input was
-    // lost now and then (a typed jump that never settled: tests/test_app_lesson.py, 2 full runs in 6 here)
-  }, true);
-  // the slider's own blur and pointerup send its value too: a held next/prev or token jump goes before them
-  for (const kind of ['blur', 'focusout', 'pointerup'])
-    document.addEventListener(kind, () => { if (!replaying) flush(); }, true);
-  // The number box's blur and pointerup send its value again ("release"), though each keystroke sent it already
-  // ("input"). Leaving the box by clicking "first" sent the round shown beside the click's own switch; the two calls
-  // raced, and the round left behind could win (a CI run: "first" never showed round 0) or its answer undo a phase
-  // step taken after. Stopped here, in the capture phase, they never reach Gradio's listeners on the box.
-  for (const kind of ['blur', 'pointerup'])
-    document.addEventListener(kind, (e) => {
-      const t = e.target;
-      if (t && t.closest && t.tagName === 'INPUT' && t.type === 'number' && t.closest('#rx-slider')) e.stopPropagation();
-    }, true);
-  document.addEventListener('click', (e) => {
-    if (replaying) return;
-    flush();
-    const b = e.target.closest && e.target.closest('#rx-next, #rx-prev');
-    if (b && !window.__rxNoCache && step(b.id === 'rx-next' ? 1 : -1)) {
-      e.stopPropagation();
-      later(() => (document.getElementById(b.id) || b).click());
-    }
-    // stepping through a round: its sentence at the top of the screen, the figure under it (also when the page was
-    // scrolled past it)
-    if (e.target.closest && e.target.closest('#rx-phase-next, #rx-phase-prev')) {
-      const cap = document.querySelector('#rx-caption'), top = cap && cap.getBoundingClientRect().top;
-      if (cap && (top > 80 || top < 0)) cap.scrollIntoView({block: 'start'});
-    }
-    // a round of the caption's "rounds worth teaching": typed into the slider's box, as a person would
-    const go = e.target.closest && e.target.closest('#rx-caption [data-goto]');
-    if (go) {
-      e.preventDefault();
-      const box = document.querySelector('#rx-slider input[type=number]');
-      if (box) { box.value = go.dataset.goto; box.dispatchEvent(new Event('input', {bubbles: true})); }
-    }
-  }, true);
-  // left / right arrows step rounds, down / up the step-through's phases, unless a text box, list or slider
-  // has the keys
-  const KEYS = {ArrowRight: '#rx-next', ArrowLeft: '#rx-prev', ArrowDown: '#rx-phase-next', ArrowUp: '#rx-phase-prev'};
-  document.addEventListener('keydown', (e) => {
-    if (!KEYS[e.key] || e.altKey || e.ctrlKey || e.metaKey) return;
-    const t = e.target;
-    if (t && (t.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(t.tagName))) return;
-    const b = document.querySelector(KEYS[e.key]);
-    if (b) { e.preventDefault(); b.click(); }
-  });
-}
-""".replace("__WINDOW__", str(PREFETCH_ROUNDS)).replace("__PER_FETCH__", str(views.ROUNDS_PER_FETCH))
-    .replace("__READY__", str(DRAWN_AHEAD)))
+JS_PLOT = assets.with_constants(CONSTANTS, "rounds.js", "page.js")  # rounds.js: its pure logic (window.rxRounds)
 
 # The timeline, drawn the same way (a gr.Plot kept detached DOM alive on every streamed update: 1.4 M
 # nodes after a 2,000-round run); a click on a bar opens that round. The frame around the round in view
 # (app.plots.view_frame) follows the round figure (window.__rxRound) on every round switch, moved by hand:
 # Plotly.relayout of a shape redraws every bar (0.55 s a switch on a 2,000-round timeline). Its drawn paths
 # shift along x; the layout keeps the new place for Plotly's next redraw (a resize, a streamed timeline).
-JS_ROUND_PLOT = """
-const VIEW = __VIEW__, FRAME = __FRAME__, OTHER = __OTHER__;
-if (FRAME) window.__rxFrame = () => {
-  const d = element.querySelector('.rx-plot'), r = window.__rxRound, full = d && d._fullLayout;
-  if (!full || !full.xaxis || !full.shapes || r === undefined) return;
-  (d.layout.shapes || []).forEach((s, k) => {
-    const drawn = full.shapes[k], path = d.querySelector(`.shapelayer path[data-index="${k}"]`);
-    if (s.name !== VIEW || !drawn) return;
-    s.x0 = r - 0.5; s.x1 = r + 0.5;
-    if (path) path.setAttribute('transform', `translate(${full.xaxis.l2p(r - 0.5) - full.xaxis.l2p(drawn.x0)},0)`);
-  });
-};
-const draw = () => {
-  const d = element.querySelector('.rx-plot');
-  if (!window.Plotly || !d) { setTimeout(draw, 100); return; }
-  if (!props.value) return;
-  const f = JSON.parse(props.value);
-  Promise.resolve(window.Plotly.react(d, f.data, f.layout, {responsive: true, displaylogo: false})).then(() => {
-    if (FRAME) window.__rxFrame();  // a streamed timeline may be older than the round figure shown
-    if (d.on && !d.__rxBound) {
-      d.__rxBound = true;
-      d.on('plotly_click', (ev) => {
-        const p = ev && ev.points && ev.points[0];
-        if (!p) return;
-        // a round the page holds: at once (never another run's: OTHER)
-        const shown = !OTHER && !!window.__rxJump && window.__rxJump(Math.round(p.x));
-        const send = () => trigger('click', {round: Math.round(p.x)});
-        if (window.__rxSend) window.__rxSend(send, shown); else send();
-        const top = FRAME ? null : document.querySelector('#rx-caption');  // the Compare panel: bring it into view
-        if (top) top.scrollIntoView({block: 'start'});
-      });
-    }
-  });
-};
-watch('value', draw);
-draw();
-""".replace("__VIEW__", json.dumps(plots.VIEW_MARK))
 
 
 def js_round_plot(frame: bool, other: bool = False) -> str:
     """A figure of rounds drawn from its JSON (gr.HTML with PLOT_TEMPLATE) whose click on a round goes to it: the
     inspector's timeline (`frame`: it frames the round in view; one a page) or a Compare panel figure (`other`: a
     round of the comparison run, which the server puts in the inspector first)."""
-    return JS_ROUND_PLOT.replace("__FRAME__", json.dumps(frame)).replace("__OTHER__", json.dumps(other))
+    return assets.with_constants({**CONSTANTS, "FRAME": frame, "OTHER": other}, "timeline.js")
 
 
 JS_TIMELINE = js_round_plot(frame=True)
+
+# The list of rounds (app.views.rule_rounds): a click on a round goes to it (a round the page holds at once, as a
+# token click) and brings the inspector into view
+JS_ROUND_LIST = assets.read("round_list.js")
 
 SYSTEM_FONTS = ["system-ui", "-apple-system", "Segoe UI", "Roboto", "Helvetica Neue", "Arial",
                 "DejaVu Sans", "sans-serif"]
@@ -397,25 +68,4 @@ def theme() -> gr.themes.Base:
     return gr.themes.Default(font=SYSTEM_FONTS, font_mono=MONO_FONTS)
 
 
-CSS = render.CSS + race_view.CSS + """
-#rx-round-plot, #rx-timeline {min-height: 120px}
-/* an event's error is told by its toast, which names the control; Gradio's red "Error" pills on every
-   output of the failed event would stay behind and hide nothing useful */
-[data-testid="status-tracker"]:has(> .error) {display: none !important}
-.rx-status {font-size: 13px; color: #555}
-"""
-
-# The list of rounds (app.views.rule_rounds): a click on a round goes to it (a round the page holds at once, as a
-# token click) and brings the inspector into view
-JS_ROUND_LIST = """
-element.addEventListener('click', (e) => {
-  const b = e.target.closest && e.target.closest('[data-round]');
-  if (!b) return;
-  const r = parseInt(b.dataset.round);
-  const shown = !!window.__rxJump && window.__rxJump(r);
-  const send = () => trigger('click', {round: r});
-  if (window.__rxSend) window.__rxSend(send, shown); else send();
-  const top = document.querySelector('#rx-caption');
-  if (top) top.scrollIntoView({block: 'start'});
-});
-"""
+CSS = render.CSS + race_view.CSS + assets.read("app.css")

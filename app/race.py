@@ -17,7 +17,7 @@ from engine.decode.cost import budget_for, profiled
 from engine.errors import InputError
 from engine.options import DEFAULT_RULE, DEFAULT_TREE_NODES, auto_label, mode_rule
 
-from . import race_view, session, views
+from . import assets, race_view, session, views
 from .page import PLOTLY_JS
 from .examples import WRITTEN
 from .loader import dtype_name
@@ -359,4 +359,4 @@ def wire(c: SimpleNamespace, race: Race, view_out: list) -> None:
     c.race_tab.select(race.on_tab, [c.race_dtype], [c.race_preset_note, c.race_dtype], queue=False,
                       show_progress="hidden")
     c.race_view.click(race.on_inspect, [c.state], view_out + [c.tabs], api_name="race_inspect").then(
-        None, js="() => setTimeout(() => document.querySelector('#rx-inspector')?.scrollIntoView({block: 'start'}), 100)")
+        None, js=assets.read("inspector_scroll.js"))

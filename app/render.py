@@ -4,44 +4,21 @@ from __future__ import annotations
 from engine.options import TREE_MODES
 from engine.trace import token_sources
 
-from . import glossary, records
+from . import assets, glossary, records
 from .plots import BASE_COLOR, BONUS_COLOR, D_COLORS, SHARED_COLOR
 from .tokentext import _shown, escape, piece, text_html
 
 PROMPT_TAIL = 600  # prompt tokens shown (the rest is elided)
 
-CSS = (
-    ".rx-text{white-space:pre-wrap;font-family:ui-monospace,'DejaVu Sans Mono',Menlo,Consolas,monospace;"
-    "font-size:13px;line-height:1.55;max-height:460px;overflow-y:auto;padding:8px;border:1px solid #ddd;"
-    "border-radius:6px;background:#fff;color:#222}"
-    ".rx-text span.cur{outline:2px solid #111;outline-offset:-1px;font-weight:600}"
-    ".rx-fates{font-size:13px;color:#444}.rx-note{font-size:13px;color:#8a5a00;font-weight:600}"
-    ".rx-text span[data-r]{cursor:pointer;border-radius:2px}"
-    ".rx-text span[data-r]:hover{outline:1px solid #333}"
-    ".rx-text .sel{outline:2px solid #111}"
-    ".rx-p{color:#8a8f98}.rx-text .rx-elided{color:#8a5a00;font-style:italic}"
-    f".rx-b{{background:{BASE_COLOR}22}}"
-    f".rx-x{{background:{BONUS_COLOR}55}}"
-    + "".join(f".rx-s{i}{{background:{c}44}}" for i, c in enumerate(D_COLORS))
-    + ".rx-legend span{display:inline-block;padding:1px 6px;margin-right:6px;border-radius:3px;font-size:12px}"
-    ".rx-figlegend,.rx-figlegend span{font-size:14px}"
-    ".rx-metrics{display:flex;flex-wrap:wrap;gap:6px;font-size:13px}"
-    ".rx-metrics div{padding:4px 10px;border:1px solid #ddd;border-radius:6px;background:#fafafa}"
-    ".rx-metrics b{font-size:15px}"
-    ".rx-phase{font-size:16px;line-height:1.45;padding:8px 12px;margin:0 0 6px;border-left:5px solid #1a9e50;"
-    "background:#f1f8f3;color:#111}"
-    ".rx-gloss{display:grid;grid-template-columns:max-content 1fr;gap:2px 12px;font-size:14px;margin:4px 0}"
-    ".rx-gloss dt{font-weight:700}.rx-gloss dd{margin:0}"
-    ".rx-att{border-collapse:collapse;font-size:14px;margin:4px 0}.rx-att th,.rx-att td{border:1px solid #ccc;"
-    "padding:2px 8px;text-align:center}.rx-att .ran{background:#e8f4ec;font-weight:700}"
-    ".rx-att td.tok{font-family:ui-monospace,'DejaVu Sans Mono',monospace;text-align:left}"
-    "abbr.rx-term,.rx-term{text-decoration:underline dotted #888;text-underline-offset:3px;cursor:help}"
-    # the projector setting: every word of the caption at 15 px at least (a projector at 1280x720)
-    ".rx-proj,.rx-proj .rx-fates,.rx-proj .rx-note,.rx-proj .rx-status,.rx-proj summary,.rx-proj .rx-att{font-size:15px}"
-    ".rx-proj .rx-more>summary{color:#444}.rx-teach a{margin:0 3px;color:#1a5fb4;cursor:pointer}"
-    ".rx-cf{border-collapse:collapse;font-size:13px}.rx-cf th,.rx-cf td{border:1px solid #ddd;padding:3px 8px;"
-    "text-align:left}.rx-cf td{text-align:right}"
-)
+# The token backgrounds of the text view and the race's lanes (text.css, race.css read them as var(--name)):
+# each source's palette colour, translucent
+PALETTE_VARS = {"rx-b-bg": BASE_COLOR + "22", "rx-x-bg": BONUS_COLOR + "55",
+                **{f"rx-s{i}-bg": c + "44" for i, c in enumerate(D_COLORS)},
+                # the race's lanes: a deeper shade, underlined in the block's own colour
+                **{f"rx-s{i}-lane-bg": c + "66" for i, c in enumerate(D_COLORS)},
+                **{f"rx-s{i}-fg": c for i, c in enumerate(D_COLORS)}}
+PALETTE_CSS = assets.css_vars(PALETTE_VARS)
+CSS = PALETTE_CSS + assets.read("text.css")
 
 LEGEND = (
     "<div class='rx-legend'><span class='rx-p'>prompt</span><span class='rx-b'>accepted from baseline</span>"

@@ -15,7 +15,7 @@ from engine.options import DEFAULT_TREE_NODES, MAX_TRIE_NODES, MODE_HELP, MODES,
 from engine.options import (DEFAULT_APP_MAX_NEW_TOKENS, DEFAULT_APP_MAX_SHIFTED, DEFAULT_APP_MODE,  # the controls'
                             DEFAULT_RULE)                                                          # first values
 
-from . import glossary, plots, race, render, runs, session, views
+from . import assets, glossary, plots, race, render, runs, session, views
 from .callbacks import Callbacks
 from .examples import LESSON_TRACE, example_prompts
 from .page import JS_PLOT, JS_ROUND_LIST, JS_TIMELINE, JS_TOKEN_CLICK, PLOT_TEMPLATE, js_round_plot
@@ -275,7 +275,7 @@ def build_ui(loader, sessions: session.Sessions | None = None) -> gr.Blocks:
         _wire_traces(c, cb, view_out)
         race.wire(c, race.Race(loader, sessions, cb), view_out)
         # a tab shown again: Plotly figures drawn while it was hidden take its width
-        c.tabs.select(None, js="() => setTimeout(() => window.dispatchEvent(new Event('resize')), 60)")
+        c.tabs.select(None, js=assets.read("tab_resize.js"))
         demo.load(cb.on_load, [c.state], view_out, api_name="show_example")
         demo.unload(cb.on_unload)
     loader.on_phase(lambda: status_settled(demo, c, loader))

@@ -1,0 +1,1 @@
+() => setTimeout(() => document.querySelector('#rx-inspector')?.scrollIntoView({block: 'start'}), 100)

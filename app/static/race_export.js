@@ -1,0 +1,1 @@
+window.rxRaceMount(document.getElementById('race'), JSON.parse(document.getElementById('race-data').textContent), {});

@@ -1,0 +1,1 @@
+() => setTimeout(() => window.dispatchEvent(new Event('resize')), 60)

@@ -1,0 +1,95 @@
+"""The page's files (app/static/) as a person gets them: Chromium against `python -m app --no-model` showing an
+example trace, and a race's exported HTML file. The token colours come through the CSS custom properties
+(render.PALETTE_VARS) in both, and the round figure's scripts run with their constants (RX) and rounds.js."""
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from app import plots, race_view
+from app.page import PLOTLY_JS
+from app_fixtures import OUTPUT, REPO, chromium_or_skip, launched_app
+
+pytest.importorskip("playwright.sync_api")  # the browser fixture (conftest.py) drives it
+
+EXAMPLES = sorted((REPO / "assets" / "traces").glob("*.json"))
+
+# each source's class and the colour a person sees behind its tokens: the first of each in a text
+JS_TOKEN_COLOURS = """root => Object.fromEntries(['rx-b', 'rx-x', 'rx-s0', 'rx-s1'].map(c => {
+  const e = document.querySelector(root + ' span.' + c);
+  return [c, e ? getComputedStyle(e).backgroundColor : null];
+}))"""
+
+
+def rgba(hex_colour: str, alpha_hex: str) -> tuple[int, int, int, float]:
+    h = hex_colour.lstrip("#")
+    return int(h[0:2], 16), int(h[2:4], 16), int(h[4:6], 16), round(int(alpha_hex, 16) / 255, 2)
+
+
+def parsed(css_colour: str | None) -> tuple[int, int, int, float] | None:
+    if css_colour is None:
+        return None
+    r, g, b, *a = (float(v) for v in re.findall(r"[\d.]+", css_colour))
+    return int(r), int(g), int(b), round(a[0] if a else 1.0, 2)
+
+
+EXPECTED = {"rx-b": rgba(plots.BASE_COLOR, "22"), "rx-x": rgba(plots.BONUS_COLOR, "55"),
+            "rx-s0": rgba(plots.D_COLORS[0], "44"), "rx-s1": rgba(plots.D_COLORS[1], "44")}
+
+
+def assert_palette(colours: dict) -> None:
+    seen = {c: parsed(v) for c, v in colours.items() if v is not None}
+    assert {"rx-b", "rx-x"} <= seen.keys(), colours   # baseline tokens and bonuses in every text
+    assert seen == {c: EXPECTED[c] for c in seen}, colours
+
+
+@pytest.fixture(scope="module")
+def replay_app(tmp_path_factory):
+    chromium_or_skip()
+    yield from launched_app(["--no-model"], tmp_path_factory)
+
+
+def test_the_page_runs_its_files(replay_app, browser):
+    """The example trace shown: its tokens in the palette's colours, the round figure drawn, the rounds around it
+    fetched ahead (rounds.js with RX's window), the timeline framing the round in view (timeline.js, RX.VIEW_MARK)."""
+    if not EXAMPLES:
+        pytest.skip("no example trace to show")
+    pg = browser.new_page(viewport={"width": 1280, "height": 720})
+    try:
+        pg.goto(replay_app.url)
+        pg.wait_for_selector("#rx-text-box span.rx-b", timeout=60000)
+        pg.wait_for_selector("#rx-round-plot .rx-plot[data-shown] .main-svg", timeout=60000)
+        assert pg.evaluate("typeof window.rxRounds.wanted") == "function"
+        # the rounds ahead of a jump, fetched while the page is idle (the example traces have 20+ rounds)
+        pg.wait_for_function("() => window.__rxHeld().length >= 8", timeout=60000)
+        pg.wait_for_selector("#rx-timeline .shapelayer path", timeout=60000)
+        assert_palette(pg.evaluate(JS_TOKEN_COLOURS, "#rx-text-box"))
+        pg.locator("#rx-text-box").scroll_into_view_if_needed()
+        pg.screenshot(path=str(OUTPUT / "page-files-text-view.png"))
+    finally:
+        pg.close()
+
+
+def test_the_race_export_colours_its_lanes(browser, tmp_path):
+    """An exported race (the same race.js and race.css, with the palette's custom properties inlined) shows each
+    lane's tokens in the app's colours, offline."""
+    chromium_or_skip()
+    if not EXAMPLES:
+        pytest.skip("no example trace to export")
+    trace = json.loads(EXAMPLES[0].read_text(encoding="utf-8"))   # a real drafter's: baseline tokens and bonuses
+    lanes = [race_view.lane_payload(label, "", "done", trace) for label in ("plain", "reanchor")]
+    html = race_view.export_html(race_view.payload(lanes, 0, "done", "a test race", "plain decoding"),
+                                 "a test race", PLOTLY_JS.read_text(encoding="utf-8"))
+    path = tmp_path / "race.html"
+    path.write_text(html, encoding="utf-8")
+    ctx = browser.new_context(viewport={"width": 1280, "height": 720}, offline=True)
+    try:
+        pg = ctx.new_page()
+        pg.goto(path.as_uri())
+        pg.wait_for_function("() => document.querySelector('#race')?.dataset.replay === 'ended'", timeout=120000)
+        assert_palette(pg.evaluate(JS_TOKEN_COLOURS, "#race .rx-lane:nth-child(2)"))
+        pg.screenshot(path=str(OUTPUT / "page-files-race-export.png"))
+    finally:
+        ctx.close()
