@@ -52,3 +52,18 @@ def test_a_tree_round_says_what_its_shifted_blocks_added():
     listed = views.rule_rounds(st)
     assert "What the shifted blocks added" in listed
     assert [int(r) for r in re.findall(r"data-round='(\d+)'", listed)] == [r["round"] for r in found["changed"]]
+
+
+def test_explore_controls_start_from_the_engines_app_defaults():
+    """Issue 55, item 7: the page's run controls read their defaults from engine/options.py (one home), the run that
+    shows shifted blocks at least cost: reanchor with the auto shifted cap (measured in options.py's comment)."""
+    import app.__main__ as am
+    from app.loader import ModelLoader
+    from app.ui import build_ui
+    from engine.options import APP_MAX_NEW_TOKENS, APP_MAX_SHIFTED, APP_MODE, DEFAULT_RULE
+
+    demo = build_ui(ModelLoader(am.parse_args(["--no-model"]), enabled=False))
+    values = {c.elem_id: getattr(c, "value", None) for c in demo.blocks.values() if getattr(c, "elem_id", None)}
+    assert (values["rx-mode"], values["rx-rule"], values["rx-shifted"], values["rx-max-new"]) == (
+        APP_MODE, DEFAULT_RULE, APP_MAX_SHIFTED, APP_MAX_NEW_TOKENS)
+    assert (APP_MODE, APP_MAX_SHIFTED) == ("reanchor", "auto")
