@@ -67,3 +67,22 @@ def test_explore_controls_start_from_the_engines_app_defaults():
     assert (values["rx-mode"], values["rx-rule"], values["rx-shifted"], values["rx-max-new"]) == (
         APP_MODE, DEFAULT_RULE, APP_MAX_SHIFTED, APP_MAX_NEW_TOKENS)
     assert (APP_MODE, APP_MAX_SHIFTED) == ("reanchor", "auto")
+
+
+def test_compare_counterfactual_at_t_above_0_follows_the_realised_draw():
+    """Compare at T=0.7 showed dashes: now each run's rounds are replayed along its realised draw, and say so. The
+    run's own assembly along its own draw accepts what it accepted; dflash's, the baseline-alone length."""
+    import json
+
+    from app import analysis
+
+    t = real_trace("llama", "reanchor", "earliest", "hi, j.", 48, 1, 0.7)
+    fig, summary = analysis.counterfactual(t, "dflash", "earliest", "comparison's dflash / earliest")
+    assert "unavailable" not in summary and summary["rounds"] == len(t["rounds"])
+    assert "realised draw" in json.dumps(fig.layout.title.text)
+    rows = analyses.counterfactual(t, "dflash", "earliest", sampled=True)
+    assert [r["counterfactual"] for r in rows] == [analyses.baseline_accepted(r) for r in t["rounds"]]
+    own = analyses.counterfactual(t, "reanchor", "earliest", sampled=True)
+    assert [r["counterfactual"] for r in own] == [r["accepted"] for r in t["rounds"]]
+    with pytest.raises(ValueError, match="T=0"):   # the analysis itself still refuses unless asked
+        analyses.counterfactual(t, "dflash", "earliest")
