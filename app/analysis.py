@@ -104,11 +104,12 @@ def counterfactual(trace: dict | None, mode: str, rule: str, name: str):
         if work > REPLAY_WORK:
             raise ValueError(f"counterfactual: replaying {mode} / {rule} here would build {work:,} path tokens, "
                              f"over the {REPLAY_WORK:,} this page replays")
-        rows = analyses.counterfactual(trace, mode, rule)
+        rows = analyses.counterfactual(trace, mode, rule, sampled=True)
     except (ValueError, KeyError, TypeError) as e:  # a trace that cannot answer, or an odd loaded one
         return plots.empty_figure("\n".join(textwrap.wrap(str(e), 60)), 240), {"unavailable": str(e)}
     s = analyses.counterfactual_summary(rows)
-    title = (f"{name} on these rounds (◆) vs accepted (bars)\nτ {s['tau']:.2f} → "
+    drawn = " along this run's realised draw (T>0)" if analyses.is_sampled(trace) else ""
+    title = (f"{name} on these rounds{drawn} (◆) vs accepted (bars)\nτ {s['tau']:.2f} → "
              f"{s['counterfactual_tau']:.2f}: {s['better']} rounds better, {s['worse']} worse, {s['same']} same")
     return plots.counterfactual_figure(rows, title), s
 

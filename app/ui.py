@@ -141,7 +141,7 @@ def _compare(c: SimpleNamespace) -> None:
                     "seed, length, budgets and drafter (the controls above are not read). Under each run: the "
                     "other's assembly replayed on "
                     "its rounds, from the same state and the same drafted blocks (the per-round "
-                    "counterfactual; T=0 only). Click a round's bar or ◆ to open it in the round inspector (on the "
+                    "counterfactual; at T>0 along the run's realised draw). Click a round's bar or ◆ to open it in the round inspector (on the "
                     "comparison's side, the comparison run takes the inspector: the sides swap).",
                     elem_classes=["rx-status"])
         with gr.Row():

@@ -411,7 +411,7 @@ def token_paths(tokens: list[int], parents: list[int]) -> list[tuple[int, ...]]:
 
 # -- counterfactuals: another assembly on the same rounds ------------------------------------------
 
-def counterfactual(trace: dict, mode: str, rule: str, seed: int = 0) -> list[dict]:
+def counterfactual(trace: dict, mode: str, rule: str, seed: int = 0, sampled: bool = False) -> list[dict]:
     """Per round of a T=0 trace: the drafts another (mode, rule) would have accepted from the same
     state and the same drafted blocks (assembly is all that differs between modes, docs/algorithm.md).
 
@@ -424,8 +424,10 @@ def counterfactual(trace: dict, mode: str, rule: str, seed: int = 0) -> list[dic
     its own seeded draws, not the engine's. A run with an auto node budget ("auto" trie nodes) is
     replayed under each round's recorded budget (budget.nodes), its trie cut in insertion order (the
     baseline first), where the run kept the best-scored nodes. Raises ValueError when the trace cannot answer.
+    `sampled`: a T>0 trace is replayed too, along its realised draw (SAMPLED_NOTE: how far the other assembly's trie
+    follows the tokens the run sampled, one draw's outcome, not that assembly's expected length).
     """
-    cap = _check_replayable(trace, mode, rule)
+    cap = _check_replayable(trace, mode, rule, sampled)
     rounds = trace["rounds"]
     committed = committed_tokens(trace)
     rows, start = [], 0                               # committed[start + k]: position anchor_pos + 1 + k

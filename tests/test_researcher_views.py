@@ -52,3 +52,37 @@ def test_a_tree_round_says_what_its_shifted_blocks_added():
     listed = views.rule_rounds(st)
     assert "What the shifted blocks added" in listed
     assert [int(r) for r in re.findall(r"data-round='(\d+)'", listed)] == [r["round"] for r in found["changed"]]
+
+
+def test_explore_controls_start_from_the_engines_app_defaults():
+    """Issue 55, item 7: the page's run controls read their defaults from engine/options.py (one home), the run that
+    shows shifted blocks at least cost: reanchor with the auto shifted cap (measured in options.py's comment)."""
+    import app.__main__ as am
+    from app.loader import ModelLoader
+    from app.ui import build_ui
+    from engine.options import DEFAULT_APP_MAX_NEW_TOKENS, DEFAULT_APP_MAX_SHIFTED, DEFAULT_APP_MODE, DEFAULT_RULE
+
+    demo = build_ui(ModelLoader(am.parse_args(["--no-model"]), enabled=False))
+    values = {c.elem_id: getattr(c, "value", None) for c in demo.blocks.values() if getattr(c, "elem_id", None)}
+    assert (values["rx-mode"], values["rx-rule"], values["rx-shifted"], values["rx-max-new"]) == (
+        DEFAULT_APP_MODE, DEFAULT_RULE, DEFAULT_APP_MAX_SHIFTED, DEFAULT_APP_MAX_NEW_TOKENS)
+    assert (DEFAULT_APP_MODE, DEFAULT_APP_MAX_SHIFTED) == ("reanchor", "auto")
+
+
+def test_compare_counterfactual_at_t_above_0_follows_the_realised_draw():
+    """Compare at T=0.7 showed dashes: now each run's rounds are replayed along its realised draw, and say so. The
+    run's own assembly along its own draw accepts what it accepted; dflash's, the baseline-alone length."""
+    import json
+
+    from app import analysis
+
+    t = real_trace("llama", "reanchor", "earliest", "hi, j.", 48, 1, 0.7)
+    fig, summary = analysis.counterfactual(t, "dflash", "earliest", "comparison's dflash / earliest")
+    assert "unavailable" not in summary and summary["rounds"] == len(t["rounds"])
+    assert "realised draw" in json.dumps(fig.layout.title.text)
+    rows = analyses.counterfactual(t, "dflash", "earliest", sampled=True)
+    assert [r["counterfactual"] for r in rows] == [analyses.baseline_accepted(r) for r in t["rounds"]]
+    own = analyses.counterfactual(t, "reanchor", "earliest", sampled=True)
+    assert [r["counterfactual"] for r in own] == [r["accepted"] for r in t["rounds"]]
+    with pytest.raises(ValueError, match="T=0"):   # the analysis itself still refuses unless asked
+        analyses.counterfactual(t, "dflash", "earliest")
