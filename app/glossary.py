@@ -124,8 +124,8 @@ def markdown() -> str:
 
 def controls_js() -> str:
     """Browser code: a title (the definition) on the first label, info line, button or table head of the page's
-    controls that names each term, and a dotted underline under it (the controls are Gradio's: their words are set
-    here, once they are in the page, never rewritten)."""
+    controls that names each term, and a dotted underline under a short one (the controls are Gradio's: their words
+    are titled here, once they are in the page, never rewritten)."""
     return """
 (() => {
   const TERMS = __TERMS__;
@@ -141,7 +141,7 @@ def controls_js() -> str:
       if (!el) continue;
       done.add(term);
       el.title = (el.title ? el.title + '\\n' : '') + term + ': ' + def;
-      el.classList.add('rx-term');
+      if (el.textContent.length < 80) el.classList.add('rx-term');  // a paragraph keeps its title, not a dotted line
     }
   };
   // controls mount as Gradio renders them (a tab's when it is first shown): again at a few moments, and on a tab's

@@ -884,7 +884,7 @@ def timeline_figure(rounds: list[dict], title: str = "accepted length per round"
                                            "a round (mean)<extra></extra>"))
     if w > 1:
         title = f"{title} (mean of every {w} rounds)"
-    top = 78 if narrow else 40  # narrow: the title, then room for a legend of two rows (at 1024 px it wraps)
+    top = 78 if narrow else 36  # narrow: the title, then room for a legend of two rows (at 1024 px it wraps)
     # the inspector's timeline in 14 px (the lesson's screen), the Compare panel's half-width ones in 11 px
     fig.update_layout(template="none", font=FONT if narrow else {**FONT, "size": 14}, barmode="stack",
                       height=194 + top + (0 if narrow else 8), margin=dict(l=40 if narrow else 48, r=10, t=top,
