@@ -657,10 +657,11 @@ def round_figure_json(rec: dict, token_texts: dict, title: str | None = None, de
 
 # The lesson on one projector screen (1280x720): a step-through phase draws in at most FIT_HEIGHT px, under its
 # sentence (app.render keeps the caption to the sentence in a projector phase); rows and trie slots squeeze down to
-# FIT_ROW_PX / FIT_SLOT_PX. Columns: each as wide as its widest label, at least MIN_COL_PX, and TAG_PX on the right
-# for the names at the branches' ends and the bonus's label.
+# FIT_ROW_PX / FIT_SLOT_PX (the trie alone: MIN_SLOT_PX; past that, 17 branches and more, a phase overflows).
+# Columns: each as wide as its widest label, at least MIN_COL_PX, and TAG_PX on the right for the names at the
+# branches' ends and the bonus's label.
 FIT_HEIGHT = 480
-FIT_ROW_PX, FIT_SLOT_PX = 32, 28
+FIT_ROW_PX, FIT_SLOT_PX, MIN_SLOT_PX = 32, 28, 24
 MIN_COL_PX, COL_PAD_PX, TAG_PX, MAX_COL_PX = 18, 6, 64, 120
 # char_px's widths are DejaVu Sans's widest; Chromium's system font at 14 px sets tokens ~8% narrower (" calculate"
 # 72 px where char_px says 79)
@@ -729,8 +730,8 @@ def round_figure_parts(rec: dict, token_texts: dict, title: str | None, depth_ca
     (its rejected suffix drawn above g(0)); `phase` 1-9: the step-through's part in full, the rest faded (0: all);
     `projector`: 14 px labels (Style), columns as wide as their tokens (Cols), and in a phase only what the phase
     needs, within FIT_HEIGHT (the rows it fades and the discarded blocks folded away, the grid or the trie alone,
-    phase 8 the trie's accepted path alone, phase 9 with the retained suffix); `unfold`: every discarded block on a row of its own
-    (else one row)."""
+    phase 8 the trie's accepted path alone, phase 9 with the retained suffix); `unfold`: every discarded block on a
+    row of its own (else one row)."""
     style = Style(projector)
     fit = projector and phase in PHASE_PARTS
     s = int(rec["anchor_pos"])
@@ -794,7 +795,8 @@ def round_figure_parts(rec: dict, token_texts: dict, title: str | None, depth_ca
             why = sorted({records.FATE_SHORT[f["fate"]["fate"]] for f in gone})
             more = len(dropped) - len(gone)  # attached rows a projector phase had no room for
             labels.append((f"✗ {len(gone)} {' / '.join(why)}" if gone else "")
-                          + (f"{' · ' if gone else ''}+{more} attached" if more else "") + f" {'▾' if unfold else '▸'}")
+                          + (f"{' · ' if gone else ''}+{more} attached" if more else "")
+                          + f" {'▾' if unfold else '▸'}")
             data.append(_fold_trace(dropped, y, xs, s, style, unfold, X))
             continue
         labels.append(r["label"])
@@ -820,8 +822,8 @@ def round_figure_parts(rec: dict, token_texts: dict, title: str | None, depth_ca
     if fit:  # squeezed to FIT_HEIGHT: the figure under the phase's sentence on one screen
         room = FIT_HEIGHT - 70 - (30 if labels and n_slots else 0)
         trie_px = 40 * (n_slots + 0.8) if n_slots and not labels else FIT_SLOT_PX * (n_slots + 0.8) if n_slots else 0
-        if n_slots and not labels:
-            style = replace(style, slot=int(max(FIT_SLOT_PX, min(40, room / (n_slots + 0.8)))))
+        if n_slots and not labels:  # a bushy trie down to MIN_SLOT_PX a row (labels only on its heads and path)
+            style = replace(style, slot=int(max(MIN_SLOT_PX, min(40, room / (n_slots + 0.8)))))
         elif n_slots:
             style = replace(style, slot=FIT_SLOT_PX + 8)
             trie_px = style.slot_px * (n_slots + 0.8)
@@ -889,7 +891,8 @@ def timeline_figure(rounds: list[dict], title: str = "accepted length per round"
     fig.update_layout(template="none", font=FONT if narrow else {**FONT, "size": 14}, barmode="stack",
                       height=194 + top + (0 if narrow else 8), margin=dict(l=40 if narrow else 48, r=10, t=top,
                                                                             b=36 if narrow else 44),
-                      title=top_title(title, 13) if narrow else dict(text=plotly_text(title), x=0.01, font=dict(size=15)),
+                      title=top_title(title, 13) if narrow else dict(text=plotly_text(title), x=0.01,
+                                                                      font=dict(size=15)),
                       xaxis=dict(title_text="round"), yaxis=dict(title_text="tokens"),
                       legend=dict(orientation="h", x=1, xanchor="right", y=1.02, yanchor="bottom"),
                       plot_bgcolor="white", paper_bgcolor="white", bargap=0.1 if w == 1 else 0,

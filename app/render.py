@@ -37,7 +37,8 @@ CSS = (
     ".rx-att td.tok{font-family:ui-monospace,'DejaVu Sans Mono',monospace;text-align:left}"
     "abbr.rx-term,.rx-term{text-decoration:underline dotted #888;text-underline-offset:3px;cursor:help}"
     # the projector setting: every word of the caption at 15 px at least (a projector at 1280x720)
-    ".rx-proj,.rx-proj .rx-fates,.rx-proj .rx-note,.rx-proj .rx-status,.rx-proj summary,.rx-proj .rx-att{font-size:15px}"
+    ".rx-proj,.rx-proj .rx-fates,.rx-proj .rx-note,.rx-proj .rx-status,.rx-proj summary,"
+    ".rx-proj .rx-att{font-size:15px}"
     ".rx-proj .rx-more>summary{color:#444}.rx-teach a{margin:0 3px;color:#1a5fb4;cursor:pointer}"
     ".rx-cf{border-collapse:collapse;font-size:13px}.rx-cf th,.rx-cf td{border:1px solid #ddd;padding:3px 8px;"
     "text-align:left}.rx-cf td{text-align:right}"
