@@ -281,7 +281,7 @@ def _row_trace(r: dict, y: int, xs: list[int], token_texts: dict, cell_px: float
             continue
         zr[k] = 1
         cell = _fit(token_texts, tok, cols.room(xs[k]) if cols is not None and cols.widths else cell_px, style)
-        if labelled:
+        if labelled and j < r.get("labelled", len(r["tokens"])):
             tr[k] = cell
             if cell.endswith("…"):  # the hover shows the label, then the token in full (not both run together)
                 fr[k] = f" (in full: {tok_full(token_texts, tok)})"
@@ -662,6 +662,7 @@ def round_figure_json(rec: dict, token_texts: dict, title: str | None = None, de
 # branches' ends and the bonus's label.
 FIT_HEIGHT = 480
 FIT_ROW_PX, FIT_SLOT_PX, MIN_SLOT_PX = 32, 28, 24
+HEAD_TOKENS = 3  # a shifted row's tokens written out in phases 3-5 (which are about its start and its site)
 MIN_COL_PX, COL_PAD_PX, TAG_PX, MAX_COL_PX = 18, 6, 64, 120
 # char_px's widths are DejaVu Sans's widest; Chromium's system font at 14 px sets tokens ~8% narrower (" calculate"
 # 72 px where char_px says 79)
@@ -703,7 +704,7 @@ def _label_wants(rec: dict, token_texts: dict, rows: list[dict], n: int, style: 
     for r in rows:
         if r["kind"] == "discarded":  # hover only
             continue
-        for j, tok in enumerate(r["tokens"]):
+        for j, tok in enumerate(r["tokens"][:r.get("labelled")]):
             k = r["start"] + j
             if tok is not None and 0 <= k < n:
                 wants[k] = max(wants[k], label_px(token_texts, tok, style))
@@ -747,8 +748,12 @@ def round_figure_parts(rec: dict, token_texts: dict, title: str | None, depth_ca
     show_trie, path_only = True, ""
     if fit:  # what the phase needs (PHASE_PARTS), nothing else
         show_trie, path_only = phase >= 6, {8: "accepted", 9: "retained"}.get(phase, "")
-        if phase in (1, 2):
-            kept, dropped = kept[:1], []
+        if phase == 1:  # the strip (g(0) where there is none: round 0, or nothing rejected)
+            kept, dropped = [] if strip else kept[:1], []
+        elif phase == 2:
+            strip, kept, dropped = [], kept[:1], []
+        elif phase == 3:  # the strip and the shifted rows; g(0), faded here, folded away
+            kept = kept[1:] if strip or kept[1:] else kept
         elif phase == 8:  # g(0) and the rows the target accepted drafts on
             strip, dropped = [], []
             kept = [r for r in kept if r["kind"] == "baseline" or _accepted_cells(rec, [r], [0], cell_px, style,
@@ -771,12 +776,15 @@ def round_figure_parts(rec: dict, token_texts: dict, title: str | None, depth_ca
         # by d; the rest join the folded row (a click opens every row)
         fits = int((FIT_HEIGHT - 70 - (30 + FIT_SLOT_PX * 2.3 if show_trie else 0)) // FIT_ROW_PX)
         if kept and not unfold and len(strip) + len(kept) + (1 if dropped else 0) > fits:
-            room = max(1, fits - len(strip) - 2)  # g(0), and the folded row
-            ranked = sorted(kept[1:], key=lambda r: (not _accepted_cells(rec, [r], [0], cell_px, style, Cols(s)),
-                                                     r["d"]))
+            shifted = [r for r in kept if r["kind"] == "shifted"]
+            room = max(1, fits - len(strip) - (len(kept) - len(shifted)) - 1)  # g(0) where drawn, the folded row
+            ranked = sorted(shifted, key=lambda r: (not _accepted_cells(rec, [r], [0], cell_px, style, Cols(s)),
+                                                    r["d"]))
             overflow = {id(r) for r in ranked[room:]}
             dropped = dropped + [r for r in kept if id(r) in overflow]
             kept = [r for r in kept if id(r) not in overflow]
+        if phase in (3, 4, 5):  # where each block starts and attaches: its first tokens written, the rest on hover
+            kept = [{**r, "labelled": HEAD_TOKENS} if r["kind"] == "shifted" else r for r in kept]
     xs = list(range(s, s + max_depth + 1))
     if projector:
         if fit and not (strip or kept):  # the trie alone: no row names on its left
@@ -830,6 +838,7 @@ def round_figure_parts(rec: dict, token_texts: dict, title: str | None, depth_ca
         if labels:
             style = replace(style, row=int(max(FIT_ROW_PX, min(40, (room - trie_px) / len(labels)))))
     layout = _round_layout(rec, labels, n_slots, max_depth, title, style, X)
+    layout["meta"]["phase"] = phase  # which view this is, for the page's tests
     return {"data": data, "layout": layout}
 
 

@@ -76,10 +76,10 @@ def step_through(pg, name: str) -> list[dict]:
         pg.keyboard.press("ArrowDown")
         pg.wait_for_function("k => (document.querySelector('#rx-caption .rx-phase')?.dataset.phase) === String(k)",
                              arg=k, timeout=20000)
-        # the figure of this phase drawn (its meta names the projector; a phase fades parts) and the page scrolled
-        pg.wait_for_function("() => { const d = document.querySelector('#rx-round-plot .js-plotly-plot[data-shown]');"
-                             " return d && d._fullLayout && d.data.some((t) => t.opacity !== undefined)"
-                             " && d.layout.meta && d.layout.meta.projector; }", timeout=20000)
+        # the figure of this phase drawn (its meta names the projector setting and the phase) and the page scrolled
+        pg.wait_for_function("k => { const d = document.querySelector('#rx-round-plot .js-plotly-plot[data-shown]');"
+                             " return d && d._fullLayout && d.layout.meta && d.layout.meta.projector"
+                             " && d.layout.meta.phase === k; }", arg=k, timeout=20000)
         pg.wait_for_function("() => Math.abs(document.querySelector('#rx-caption').getBoundingClientRect().top) < 81",
                              timeout=20000)
         pg.evaluate("() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))")
