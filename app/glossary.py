@@ -125,7 +125,7 @@ def markdown() -> str:
 
 def controls_js() -> str:
     """Browser code: a title (the definition) on the first label, info line, button or table head of the page's
-    controls that names each term, and a dotted underline under it (the controls are Gradio's: their words are set
-    here, once they are in the page, never rewritten)."""
+    controls that names each term, and a dotted underline under a short one (the controls are Gradio's: their words
+    are titled here, once they are in the page, never rewritten)."""
     terms = [[t, p.pattern, "i" if p.flags & re.I else "", TERMS[t]] for t, p in PATTERNS.items()]
     return assets.with_constants({"TERMS": terms}, "glossary.js")

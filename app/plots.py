@@ -282,7 +282,7 @@ def _row_trace(r: dict, y: int, xs: list[int], token_texts: dict, cell_px: float
             continue
         zr[k] = 1
         cell = _fit(token_texts, tok, cols.room(xs[k]) if cols is not None and cols.widths else cell_px, style)
-        if labelled:
+        if labelled and j < r.get("labelled", len(r["tokens"])):
             tr[k] = cell
             if cell.endswith("…"):  # the hover shows the label, then the token in full (not both run together)
                 fr[k] = f" (in full: {tok_full(token_texts, tok)})"
@@ -658,10 +658,12 @@ def round_figure_json(rec: dict, token_texts: dict, title: str | None = None, de
 
 # The lesson on one projector screen (1280x720): a step-through phase draws in at most FIT_HEIGHT px, under its
 # sentence (app.render keeps the caption to the sentence in a projector phase); rows and trie slots squeeze down to
-# FIT_ROW_PX / FIT_SLOT_PX. Columns: each as wide as its widest label, at least MIN_COL_PX, and TAG_PX on the right
-# for the names at the branches' ends and the bonus's label.
+# FIT_ROW_PX / FIT_SLOT_PX (the trie alone: MIN_SLOT_PX; past that, 17 branches and more, a phase overflows).
+# Columns: each as wide as its widest label, at least MIN_COL_PX, and TAG_PX on the right for the names at the
+# branches' ends and the bonus's label.
 FIT_HEIGHT = 480
-FIT_ROW_PX, FIT_SLOT_PX = 32, 28
+FIT_ROW_PX, FIT_SLOT_PX, MIN_SLOT_PX = 32, 28, 24
+HEAD_TOKENS = 3  # a shifted row's tokens written out in phases 3-5 (which are about its start and its site)
 MIN_COL_PX, COL_PAD_PX, TAG_PX, MAX_COL_PX = 18, 6, 64, 120
 # char_px's widths are DejaVu Sans's widest; Chromium's system font at 14 px sets tokens ~8% narrower (" calculate"
 # 72 px where char_px says 79)
@@ -703,7 +705,7 @@ def _label_wants(rec: dict, token_texts: dict, rows: list[dict], n: int, style: 
     for r in rows:
         if r["kind"] == "discarded":  # hover only
             continue
-        for j, tok in enumerate(r["tokens"]):
+        for j, tok in enumerate(r["tokens"][:r.get("labelled")]):
             k = r["start"] + j
             if tok is not None and 0 <= k < n:
                 wants[k] = max(wants[k], label_px(token_texts, tok, style))
@@ -730,8 +732,8 @@ def round_figure_parts(rec: dict, token_texts: dict, title: str | None, depth_ca
     (its rejected suffix drawn above g(0)); `phase` 1-9: the step-through's part in full, the rest faded (0: all);
     `projector`: 14 px labels (Style), columns as wide as their tokens (Cols), and in a phase only what the phase
     needs, within FIT_HEIGHT (the rows it fades and the discarded blocks folded away, the grid or the trie alone,
-    phase 8 the trie's accepted path alone, phase 9 with the retained suffix); `unfold`: every discarded block on a row of its own
-    (else one row)."""
+    phase 8 the trie's accepted path alone, phase 9 with the retained suffix); `unfold`: every discarded block on a
+    row of its own (else one row)."""
     style = Style(projector)
     fit = projector and phase in PHASE_PARTS
     s = int(rec["anchor_pos"])
@@ -747,8 +749,12 @@ def round_figure_parts(rec: dict, token_texts: dict, title: str | None, depth_ca
     show_trie, path_only = True, ""
     if fit:  # what the phase needs (PHASE_PARTS), nothing else
         show_trie, path_only = phase >= 6, {8: "accepted", 9: "retained"}.get(phase, "")
-        if phase in (1, 2):
-            kept, dropped = kept[:1], []
+        if phase == 1:  # the strip (g(0) where there is none: round 0, or nothing rejected)
+            kept, dropped = [] if strip else kept[:1], []
+        elif phase == 2:
+            strip, kept, dropped = [], kept[:1], []
+        elif phase == 3:  # the strip and the shifted rows; g(0), faded here, folded away
+            kept = kept[1:] if strip or kept[1:] else kept
         elif phase == 8:  # g(0) and the rows the target accepted drafts on
             strip, dropped = [], []
             kept = [r for r in kept if r["kind"] == "baseline" or _accepted_cells(rec, [r], [0], cell_px, style,
@@ -771,12 +777,15 @@ def round_figure_parts(rec: dict, token_texts: dict, title: str | None, depth_ca
         # by d; the rest join the folded row (a click opens every row)
         fits = int((FIT_HEIGHT - 70 - (30 + FIT_SLOT_PX * 2.3 if show_trie else 0)) // FIT_ROW_PX)
         if kept and not unfold and len(strip) + len(kept) + (1 if dropped else 0) > fits:
-            room = max(1, fits - len(strip) - 2)  # g(0), and the folded row
-            ranked = sorted(kept[1:], key=lambda r: (not _accepted_cells(rec, [r], [0], cell_px, style, Cols(s)),
-                                                     r["d"]))
+            shifted = [r for r in kept if r["kind"] == "shifted"]
+            room = max(1, fits - len(strip) - (len(kept) - len(shifted)) - 1)  # g(0) where drawn, the folded row
+            ranked = sorted(shifted, key=lambda r: (not _accepted_cells(rec, [r], [0], cell_px, style, Cols(s)),
+                                                    r["d"]))
             overflow = {id(r) for r in ranked[room:]}
             dropped = dropped + [r for r in kept if id(r) in overflow]
             kept = [r for r in kept if id(r) not in overflow]
+        if phase in (3, 4, 5):  # where each block starts and attaches: its first tokens written, the rest on hover
+            kept = [{**r, "labelled": HEAD_TOKENS} if r["kind"] == "shifted" else r for r in kept]
     xs = list(range(s, s + max_depth + 1))
     if projector:
         if fit and not (strip or kept):  # the trie alone: no row names on its left
@@ -795,7 +804,8 @@ def round_figure_parts(rec: dict, token_texts: dict, title: str | None, depth_ca
             why = sorted({records.FATE_SHORT[f["fate"]["fate"]] for f in gone})
             more = len(dropped) - len(gone)  # attached rows a projector phase had no room for
             labels.append((f"✗ {len(gone)} {' / '.join(why)}" if gone else "")
-                          + (f"{' · ' if gone else ''}+{more} attached" if more else "") + f" {'▾' if unfold else '▸'}")
+                          + (f"{' · ' if gone else ''}+{more} attached" if more else "")
+                          + f" {'▾' if unfold else '▸'}")
             data.append(_fold_trace(dropped, y, xs, s, style, unfold, X))
             continue
         labels.append(r["label"])
@@ -821,14 +831,15 @@ def round_figure_parts(rec: dict, token_texts: dict, title: str | None, depth_ca
     if fit:  # squeezed to FIT_HEIGHT: the figure under the phase's sentence on one screen
         room = FIT_HEIGHT - 70 - (30 if labels and n_slots else 0)
         trie_px = 40 * (n_slots + 0.8) if n_slots and not labels else FIT_SLOT_PX * (n_slots + 0.8) if n_slots else 0
-        if n_slots and not labels:
-            style = replace(style, slot=int(max(FIT_SLOT_PX, min(40, room / (n_slots + 0.8)))))
+        if n_slots and not labels:  # a bushy trie down to MIN_SLOT_PX a row (labels only on its heads and path)
+            style = replace(style, slot=int(max(MIN_SLOT_PX, min(40, room / (n_slots + 0.8)))))
         elif n_slots:
             style = replace(style, slot=FIT_SLOT_PX + 8)
             trie_px = style.slot_px * (n_slots + 0.8)
         if labels:
             style = replace(style, row=int(max(FIT_ROW_PX, min(40, (room - trie_px) / len(labels)))))
     layout = _round_layout(rec, labels, n_slots, max_depth, title, style, X)
+    layout["meta"]["phase"] = phase  # which view this is, for the page's tests
     return {"data": data, "layout": layout}
 
 
@@ -885,12 +896,13 @@ def timeline_figure(rounds: list[dict], title: str = "accepted length per round"
                                            "a round (mean)<extra></extra>"))
     if w > 1:
         title = f"{title} (mean of every {w} rounds)"
-    top = 78 if narrow else 40  # narrow: the title, then room for a legend of two rows (at 1024 px it wraps)
+    top = 78 if narrow else 36  # narrow: the title, then room for a legend of two rows (at 1024 px it wraps)
     # the inspector's timeline in 14 px (the lesson's screen), the Compare panel's half-width ones in 11 px
     fig.update_layout(template="none", font=FONT if narrow else {**FONT, "size": 14}, barmode="stack",
                       height=194 + top + (0 if narrow else 8), margin=dict(l=40 if narrow else 48, r=10, t=top,
                                                                             b=36 if narrow else 44),
-                      title=top_title(title, 13) if narrow else dict(text=plotly_text(title), x=0.01, font=dict(size=15)),
+                      title=top_title(title, 13) if narrow else dict(text=plotly_text(title), x=0.01,
+                                                                      font=dict(size=15)),
                       xaxis=dict(title_text="round"), yaxis=dict(title_text="tokens"),
                       legend=dict(orientation="h", x=1, xanchor="right", y=1.02, yanchor="bottom"),
                       plot_bgcolor="white", paper_bgcolor="white", bargap=0.1 if w == 1 else 0,

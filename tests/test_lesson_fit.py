@@ -76,10 +76,10 @@ def step_through(pg, name: str) -> list[dict]:
         pg.keyboard.press("ArrowDown")
         pg.wait_for_function("k => (document.querySelector('#rx-caption .rx-phase')?.dataset.phase) === String(k)",
                              arg=k, timeout=20000)
-        # the figure of this phase drawn (its meta names the projector; a phase fades parts) and the page scrolled
-        pg.wait_for_function("() => { const d = document.querySelector('#rx-round-plot .js-plotly-plot[data-shown]');"
-                             " return d && d._fullLayout && d.data.some((t) => t.opacity !== undefined)"
-                             " && d.layout.meta && d.layout.meta.projector; }", timeout=20000)
+        # the figure of this phase drawn (its meta names the projector setting and the phase) and the page scrolled
+        pg.wait_for_function("k => { const d = document.querySelector('#rx-round-plot .js-plotly-plot[data-shown]');"
+                             " return d && d._fullLayout && d.layout.meta && d.layout.meta.projector"
+                             " && d.layout.meta.phase === k; }", arg=k, timeout=20000)
         pg.wait_for_function("() => Math.abs(document.querySelector('#rx-caption').getBoundingClientRect().top) < 81",
                              timeout=20000)
         pg.evaluate("() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))")
@@ -148,3 +148,21 @@ def test_the_status_line_and_the_drafter_menu_name_one_drafter(page):
     named = re.search(r"drafter (\S+?),", status).group(1)
     menu = page.evaluate("() => document.querySelector('#rx-drafter input')?.value || ''")
     assert menu.rstrip("/").rsplit("/", 1)[-1] == named, (menu, status)
+
+
+@pytest.mark.skipif(not EXAMPLES, reason="no example traces installed")
+def test_rounds_worth_teaching_are_links_and_words_have_titles(page):
+    """The caption's list of rounds worth teaching (app.records.teachable_rounds) opens the round clicked; a word of
+    the glossary is titled where it first appears: in the caption (an abbr) and on the page's controls (a title)."""
+    from app import records
+
+    trace = json.loads((REPO / "assets" / "traces" / "math-speed-reanchor.json").read_text())
+    ranked = [i for i, _ in records.teachable_rounds(trace["rounds"], trace["token_texts"])]
+    links = page.evaluate("() => [...document.querySelectorAll('#rx-caption .rx-teach a')].map((a) => +a.dataset.goto)")
+    assert links == ranked, (links, ranked)
+    page.click(f"#rx-caption .rx-teach a[data-goto='{ranked[1]}']")
+    page.wait_for_function(JS_ROUND_SETTLED, arg=ranked[1], timeout=20000)
+    titled = page.evaluate("() => [...document.querySelectorAll('#rx-caption abbr.rx-term')].map((e) => e.textContent)")
+    assert "anchor" in titled and "trie" in titled, titled
+    page.wait_for_function("() => (document.querySelector('#rx-intro p')?.title || '').includes('block-diffusion: ')",
+                           timeout=20000)

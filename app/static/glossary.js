@@ -12,7 +12,7 @@
       if (!el) continue;
       done.add(term);
       el.title = (el.title ? el.title + '\n' : '') + term + ': ' + def;
-      el.classList.add('rx-term');
+      if (el.textContent.length < 80) el.classList.add('rx-term');  // a paragraph keeps its title, not a dotted line
     }
   };
   // controls mount as Gradio renders them (a tab's when it is first shown): again at a few moments, and on a tab's
