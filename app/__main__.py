@@ -77,6 +77,7 @@ def launch(args: argparse.Namespace, block: bool = True):
 
     rounds_route = Route(views.ROUNDS_ROUTE + "{token}", rounds)
     demo = build_ui(loader, sessions)
+    sessions.uploaded = demo.upload_file_set   # the only files a session may claim (Sessions.claim_upload)
     session.start_upload_sweeper(demo.upload_file_set)
     demo.queue(max_size=args.queue_size, default_concurrency_limit=8)
     demo.launch(server_name=args.host, server_port=args.port, share=False, inbrowser=False, show_error=False,

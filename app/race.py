@@ -263,7 +263,10 @@ class Race:
         if not race or not isinstance(i, int) or not 0 <= i < len(race["traces"]) or race["traces"][i] is None:
             raise bad_input("Race: no finished lane to open; run a race first")
         path = session.export_trace(race["traces"][i])
-        return (*self.cb.on_upload(path, st), gr.Tabs(selected="explore"))
+        try:
+            return (*self.cb.on_upload(path, st), gr.Tabs(selected="explore"))
+        finally:
+            session.drop_export(path)   # read: the session holds its own copy (on_upload)
 
 
 def layout(c: SimpleNamespace, dtypes: list[str]) -> None:
