@@ -144,8 +144,15 @@ def plan(args) -> tuple[list[Variant], dict[str, list[dict]]]:
     if not todo:
         raise InputError("modes", "nothing to run")
     sets = {s: sample_prompts(load_set(s), args.n, args.seed) for s in set_names}
+    if args.reference:   # before the models load (bench_section reads them after the whole run)
+        from .reference import MODES as REFERENCE_MODES
+
+        parse_csv(args.reference, REFERENCE_MODES, "reference")
+        to_int(args.reference_repeats, "reference_repeats", lo=1)
     if args.prompts:
         p = Path(args.prompts)
+        if p.exists() and not p.is_file():   # a FIFO's read waited forever; a folder or device is no prompt file
+            raise InputError("prompts", f"{p} is not a regular file (a folder, FIFO or device)")
         name = _safe(p.stem)  # the set's name in results: it must not replace a --sets set, nor "all" (pooled)
         if name in sets or name == "all":
             what = "the pooled analyses" if name == "all" else "a set of --sets"
