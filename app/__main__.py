@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import errno
+import functools
 import logging
 import os
 import socket
@@ -24,6 +25,71 @@ from engine.options import MAX_UPLOAD_MB  # noqa: E402
 
 QUEUE_MAX = 16  # waiting events across sessions; more are refused with a "queue full" message
 STATE_SESSIONS = 100  # sessions whose state Gradio keeps (the oldest beyond it start afresh)
+# One client (an address) may hold this many of the model queue's places (runs, comparisons, curves, races waiting
+# their turn), over all its sessions: one client's 17 sessions filled the queue, and every other user was refused
+CLIENT_RUNS = 4
+ROUNDS_AT_ONCE = 1   # rounds-route draws at a time over all sessions: the page's prefetch is a best effort
+ROUNDS_WAIT_S = 2.0  # how long a request waits for that turn (503 after: the page fetches again at its next switch)
+
+
+class RoundsTurns:
+    """The rounds route's bounds: a session's second request while its first is drawn is 429, and ROUNDS_AT_ONCE
+    draws run at a time (one core's worth), so that no client's fetches slow another user's round switches (a client
+    firing requests at once took another user's switch from 0.18 to 7.3 s)."""
+
+    def __init__(self, at_once: int = ROUNDS_AT_ONCE, wait_s: float = ROUNDS_WAIT_S):
+        import asyncio
+
+        self._busy: set[str] = set()   # tokens with a request in flight (the server's one event loop: no lock)
+        self._slots, self.wait_s = asyncio.Semaphore(at_once), wait_s
+
+    async def serve(self, token: str, draw) -> tuple[int, str]:
+        """(status, JSON body): `draw()` (blocking) in a worker thread at its turn."""
+        import asyncio
+        import json
+
+        from starlette.concurrency import run_in_threadpool
+
+        if token in self._busy:
+            return 429, json.dumps({"error": "rounds: this session's last request is still being drawn"})
+        self._busy.add(token)
+        try:
+            try:
+                await asyncio.wait_for(self._slots.acquire(), self.wait_s)
+            except asyncio.TimeoutError:
+                return 503, json.dumps({"error": "rounds: busy drawing other sessions' rounds; ask again later"})
+            try:
+                return await run_in_threadpool(draw)
+            finally:
+                self._slots.release()
+        finally:
+            self._busy.discard(token)
+
+
+def limit_client_runs(demo, per_client: int = CLIENT_RUNS, concurrency_id: str = "model") -> None:
+    """Refuse a client's event for the model queue while `per_client` of its events wait there (Gradio's queue has
+    one bound, for all clients: QUEUE_MAX). A client is its address; Gradio's queue takes the join."""
+    from gradio import route_utils
+
+    queue = demo._queue
+    push = queue.push
+
+    async def push_bounded(body, request, username):
+        try:
+            fn = route_utils.get_fn(demo, None, body)
+        except Exception:  # Gradio's own push names what is wrong
+            return await push(body, request, username)
+        host = request.client.host if request.client else None
+        waiting = queue.event_queue_per_concurrency_id.get(concurrency_id)
+        if fn.concurrency_id == concurrency_id and waiting is not None:
+            mine = sum(1 for e in waiting.queue if e.request is not None and e.request.client is not None
+                       and e.request.client.host == host)
+            if mine >= per_client:
+                return (False, f"Queue: {mine} runs of this client are waiting already, the most one client may "
+                               f"hold of the queue's {queue.max_size} places; wait for one to start", "queue_full")
+        return await push(body, request, username)
+
+    queue.push = push_bounded
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -52,7 +118,6 @@ def sessions_from_args(args: argparse.Namespace):
 
 def launch(args: argparse.Namespace, block: bool = True):
     from starlette.middleware import Middleware
-    from starlette.concurrency import run_in_threadpool
     from starlette.responses import FileResponse, Response
     from starlette.routing import Route
 
@@ -70,16 +135,21 @@ def launch(args: argparse.Namespace, block: bool = True):
         session.RUN_SECONDS = args.run_seconds
     sessions = sessions_from_args(args)
 
+    turns = RoundsTurns()
+
     async def rounds(request):  # a session's rounds ahead of a jump (views.rounds_json), outside Gradio's queue
-        q = request.query_params
-        status, body = await run_in_threadpool(views.rounds_json, sessions.by_token(request.path_params["token"]),
-                                               q.get("key"), q.get("from"), q.get("count"))
+        q, token = request.query_params, request.path_params["token"]
+        state = sessions.by_token(token)
+        draw = functools.partial(views.rounds_json, state, q.get("key"), q.get("from"), q.get("count"))
+        status, body = draw() if state is None else await turns.serve(token, draw)   # None: 404 at once
         return Response(body, status, media_type="application/json", headers={"Cache-Control": "no-store"})
 
     rounds_route = Route(views.ROUNDS_ROUTE + "{token}", rounds)
     demo = build_ui(loader, sessions)
+    sessions.uploaded = demo.upload_file_set   # the only files a session may claim (Sessions.claim_upload)
     session.start_upload_sweeper(demo.upload_file_set)
     demo.queue(max_size=args.queue_size, default_concurrency_limit=8)
+    limit_client_runs(demo)
     demo.launch(server_name=args.host, server_port=args.port, share=False, inbrowser=False, show_error=False,
                 ssr_mode=False, max_file_size=f"{MAX_UPLOAD_MB}mb", theme=theme(), css=CSS, head=HEAD, footer_links=[],
                 # run_history off: Gradio would keep every call's inputs and outputs in the browser's

@@ -499,11 +499,12 @@ class Callbacks:
         upload folder on every load), or a path."""
         st = self._session(st)
         path = file.get("path") if isinstance(file, dict) else file
-        if isinstance(path, str) and path:
-            self.sessions.claim_upload(st, path)  # deleted when the session ends, loaded or refused
         if not isinstance(path, str) or not path.lower().endswith(".json"):
             name = os.path.basename(path) if isinstance(path, str) else path
             raise bad_input(f"Load trace: {str(name)[:80]!r} is not a .json file", "Bad trace")
+        # checked before it is claimed: an upload of Gradio's route (never another file of its folder) named .json
+        # is deleted when the session ends, loaded or refused; anything else is left to the upload sweep
+        self.sessions.claim_upload(st, path)
         if st.get("run") is not None:
             raise bad_input("Load trace: a run is in progress; press Stop first")
         try:

@@ -309,7 +309,10 @@ class Race:
         if not race or not isinstance(i, int) or not 0 <= i < len(race["traces"]) or race["traces"][i] is None:
             raise bad_input("Race: no finished lane to open; run a race first")
         path = session.export_trace(race["traces"][i])
-        out = list(self.cb.on_upload(path, st))
+        try:
+            out = list(self.cb.on_upload(path, st))
+        finally:
+            session.drop_export(path)   # read: the session holds its own copy (on_upload)
         # the lane's full label, as the race named it (mode with -auto, precision), in the inspector's status
         at = ("state",) + views.VIEW_OUTPUTS
         out[at.index("metrics")] = views.metrics(out[0], f"race lane {race['labels'][i]} in {race.get('dtype', '?')}")

@@ -112,6 +112,9 @@ class Sessions:
         # a session's rounds token -> its state (app.views.rounds_json: the page fetches rounds ahead of a jump)
         self._tokens: weakref.WeakValueDictionary[str, State] = weakref.WeakValueDictionary()
         self._lock = threading.Lock()
+        # Gradio's set of the files its upload route wrote (Blocks.upload_file_set; python -m app sets it): only
+        # those are ever claimed. None: nothing is (a file named in a load request may be anyone's)
+        self.uploaded: set[str] | None = None
 
     def touch(self, st: State) -> None:
         now = time.monotonic()
@@ -164,10 +167,15 @@ class Sessions:
         """The session loads this upload (Gradio's, which needs no session): it is deleted when the last session
         that loaded it ends. Identical uploads share one path (Gradio names them by content), so a file another
         live session loaded stays; one uploaded again since (a new file renamed over it) is left to its loader.
-        Only files in Gradio's upload folder are ever claimed."""
+        Only what Gradio's upload route wrote is ever claimed (`uploaded`): a load request may name any file of the
+        upload folder (another session's export, a file of Gradio's cache), and its session's end deleted it."""
+        uploaded = self.uploaded
+        if uploaded is None or (path not in uploaded and os.path.realpath(path) not in uploaded):
+            return
         try:
             real = os.path.realpath(path)
-            if os.path.commonpath([real, upload_folder()]) != upload_folder():
+            if os.path.commonpath([real, upload_folder()]) != upload_folder() \
+                    or Path(real).parent.name.startswith(EXPORT_PREFIX):
                 return
             ino = os.stat(real).st_ino
         except (OSError, ValueError):

@@ -757,7 +757,7 @@ def drop_unknown(obj, keys=TRACE_KEYS):
         if v is None:
             continue
         if sub == SCALAR:
-            if isinstance(v, (list, dict)):
+            if isinstance(v, (list, dict)) or (isinstance(v, float) and not math.isfinite(v)):   # 1e400: inf
                 del obj[k]
         else:
             drop_unknown(v, sub)
@@ -791,7 +791,7 @@ def save_trace(path: str | os.PathLike, trace: dict) -> None:
     tmp = f"{os.fspath(path)}.tmp"
     try:
         with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(trace, f, ensure_ascii=False, separators=(",", ":"))
+            json.dump(trace, f, ensure_ascii=False, separators=(",", ":"), allow_nan=False)   # never Infinity
         os.replace(tmp, path)
     except BaseException:  # a full disk, a folder of that name, Ctrl-C: no NAME.tmp left behind
         if os.path.isfile(tmp):

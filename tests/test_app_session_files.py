@@ -55,3 +55,34 @@ def test_trace_exports_are_replaced_and_go_with_the_session(uploads):
     assert _exports(uploads) == [Path(st["trace_file"])] and st["trace_file"] not in seen
     sessions.release(st)
     assert _exports(uploads) == []
+
+
+def test_a_load_claims_only_an_upload_of_its_own(uploads):
+    """A load request may name any file of Gradio's upload folder; its session's end deletes only what Gradio's
+    upload route wrote and the name check passed. Before: the claim came first, so a load naming another session's
+    export, a file of Gradio's cache, or an upload that is no .json got it deleted when the naming session ended."""
+    sessions = session.Sessions()
+    sessions.uploaded = set()   # Gradio's Blocks.upload_file_set: the files its upload route wrote
+    cb = callbacks.Callbacks(None, [], sessions)
+    other = session.new_state()
+    list(callbacks.Callbacks(_Loader(tiny_engine("llama")), [], sessions).on_run(
+        "hi, j.", "reanchor", "earliest", 0.0, 0, 8, "all", "all", None, other))
+    theirs = Path(other["trace_file"])   # another session's export, in the upload folder
+    cached = uploads / "0123abcd" / "cached.json"   # a file Gradio keeps there, not an upload
+    cached.parent.mkdir()
+    cached.write_text(theirs.read_text())
+    not_json = uploads / "4567cdef" / "notes.txt"   # an upload, not a trace
+    not_json.parent.mkdir()
+    not_json.write_text("x")
+    mine = uploads / "89abcdef" / "mine.json"   # this session's upload
+    mine.parent.mkdir()
+    mine.write_text(theirs.read_text())
+    sessions.uploaded.update({str(not_json), str(mine)})
+    st = session.new_state()
+    for path in (theirs, cached, not_json, mine):
+        try:
+            cb.on_upload({"path": str(path)}, st)
+        except Exception as e:   # the .txt: refused, naming it
+            assert "'notes.txt' is not a .json file" in str(e), e
+    sessions.release(st)
+    assert theirs.exists() and cached.exists() and not_json.exists() and not mine.exists()

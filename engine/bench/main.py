@@ -146,8 +146,15 @@ def plan(args) -> tuple[list[Variant], dict[str, list[dict]]]:
     if not todo:
         raise InputError("modes", "nothing to run")
     sets = {s: sample_prompts(load_set(s), args.n, args.seed) for s in set_names}
+    if args.reference:   # before the models load (bench_section reads them after the whole run)
+        from .reference import MODES as REFERENCE_MODES
+
+        parse_csv(args.reference, REFERENCE_MODES, "reference")
+        to_int(args.reference_repeats, "reference_repeats", lo=1)
     if args.prompts:
         p = Path(args.prompts)
+        if p.exists() and not p.is_file():   # a FIFO's read waited forever; a folder or device is no prompt file
+            raise InputError("prompts", f"{p} is not a regular file (a folder, FIFO or device)")
         name = _safe(p.stem)  # the set's name in results: it must not replace a --sets set, nor "all" (pooled)
         if name in sets or name == "all":
             what = "the pooled analyses" if name == "all" else "a set of --sets"
@@ -213,19 +220,40 @@ def trace_files(out: Path) -> list[Path]:
     return [p for r in roots if r.is_dir() for p in sorted(r.rglob("*")) if p.is_file()]
 
 
+# What a benchmark writes in --out; a folder holding anything else is not a benchmark's, and is refused (start_out)
+OUT_NAMES = ("results.json", "results.json.tmp", "report.md", *FIGURES, "traces", "drafters", "earlier-runs")
+
+
+def foreign_files(out: Path) -> list[str]:
+    """What in `out` no benchmark wrote: names outside OUT_NAMES, or ours without a benchmark's results.json (a
+    user's own report.md or figure). Empty: a new or empty folder, or an earlier benchmark's."""
+    names = sorted(p.name for p in out.iterdir())
+    if not names:
+        return []
+    other = [n for n in names if n not in OUT_NAMES]
+    try:
+        res = json.loads((out / "results.json").read_text(encoding="utf-8"))
+        ours = isinstance(res, dict) and {"config", "runs"} <= res.keys()
+    except (OSError, ValueError):
+        ours = False
+    return other or ([] if ours else names)
+
+
 def set_aside_traces(out: Path, keep: set[Path] = frozenset()) -> str | None:
-    """Moves the traces an earlier run left in `out` (every trace file but `keep`: a sweep's --resume keeps its
-    finished jobs') to out/earlier-runs/<time>/ under the same relative paths, with that run's figures and copies
-    of its results.json and report.md; deletes nothing. Returns that folder relative to `out`, or None (nothing
-    to move)."""
+    """Moves what an earlier run left in `out` to out/earlier-runs/<time>/ under the same relative paths: its traces
+    (every trace file but `keep`: a sweep's --resume keeps its finished jobs'), its figures, and copies of its
+    results.json and report.md (this run replaces them when it ends); deletes nothing, overwrites nothing. Returns
+    that folder relative to `out`, or None (nothing to move: a new folder, or a resumed sweep's own)."""
     old = [p for p in trace_files(out) if p not in keep]
-    if not old:
+    results = [n for n in ("results.json", "report.md", *FIGURES) if (out / n).is_file()]
+    if not old and (keep or not results):
         return None
     stamp = time.strftime("%Y%m%d-%H%M%S")
     dest, n = out / "earlier-runs" / stamp, 1
     while dest.exists():
         n += 1
         dest = out / "earlier-runs" / f"{stamp}-{n}"
+    dest.mkdir(parents=True)
     for p in old:
         to = dest / p.relative_to(out)
         to.parent.mkdir(parents=True, exist_ok=True)
@@ -241,8 +269,8 @@ def set_aside_traces(out: Path, keep: set[Path] = frozenset()) -> str | None:
             if d.is_dir() and not any(d.iterdir()):
                 d.rmdir()
     where = dest.relative_to(out)
-    print(f"moved {len(old)} trace files an earlier run left in {out} to {out / where} (not this run's)",
-          file=sys.stderr)
+    print(f"moved {len(old)} trace files an earlier run left in {out} to {out / where} (not this run's)"
+          + (f", with its {', '.join(results)}" if results else ""), file=sys.stderr)
     return str(where)
 
 
@@ -536,6 +564,11 @@ def start_out(args) -> Path:
     except OSError as e:  # a file of that name, no permission: exit 2 naming the flag, not a traceback
         raise InputError("out", f"cannot make the folder {out}: {e.strerror or e}") from None
     check_writable_dir(out, "out")  # read-only: refused now, not after the whole run
+    foreign = foreign_files(out)
+    if foreign:   # the user's own files: a run replaced their report.md and results.json and deleted their figures
+        shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
+        raise InputError("out", f"{out} holds files no benchmark wrote ({shown}): name a new or empty folder, or "
+                                "an earlier benchmark's (whose results move to DIR/earlier-runs/)")
     return out
 
 

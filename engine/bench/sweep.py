@@ -514,13 +514,13 @@ def add_sweep_args(p: argparse.ArgumentParser) -> None:
 
 
 def main(args) -> int:
+    if args.workers is not None and args.workers < 1:   # with or without --ray (0 is no flag left out)
+        raise InputError("workers", f"must be at least 1, got {args.workers}")
     if args.ray is None:
         for flag in ("resume", "workers"):
-            if getattr(args, flag):
+            if getattr(args, flag) not in (None, False):
                 raise InputError(flag, "needs --ray")
         return bench_main(args)
-    if args.workers is not None and args.workers < 1:
-        raise InputError("workers", f"must be at least 1, got {args.workers}")
     if args.device.startswith("cuda:"):
         raise InputError("device", "with --ray each worker uses the GPU Ray gives it: use auto or cuda")
     check_drafter_flags(args)
