@@ -92,6 +92,22 @@ def test_no_import_circle():
     assert not cycles, f"import circles: {cycles[:5]}"
 
 
+MAX_LINES = 500
+SPLIT_ON_ITS_OWN_BRANCH = {"engine/trace.py"}   # records / validation / io (issue 56)
+
+
+def test_big_modules_say_why():
+    """A module of engine/ over MAX_LINES lines says in its docstring why it is one room ("Size: ...")."""
+    big = []
+    for p in sorted((ROOT / "engine").rglob("*.py")):
+        rel = str(p.relative_to(ROOT))
+        text = p.read_text(encoding="utf-8")
+        doc = ast.get_docstring(ast.parse(text)) or ""
+        if len(text.splitlines()) > MAX_LINES and rel not in SPLIT_ON_ITS_OWN_BRANCH and "\nSize: " not in f"\n{doc}":
+            big.append(f"{rel}: {len(text.splitlines())} lines")
+    assert not big, f"modules over {MAX_LINES} lines without a reason in their docstring: {big}"
+
+
 def test_the_core_needs_no_torch():
     code = ("import sys\nimport " + ", ".join(core()) + "\n"
             "from engine.trace import load_trace\n"
