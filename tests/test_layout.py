@@ -129,12 +129,13 @@ def test_the_page_needs_no_torch():
     assert out.stdout.strip().splitlines()[-1] == "[]"
 
 
-def test_the_command_line_needs_no_torch_for_help_or_explain():
-    """`python -m engine --help` lists every subcommand and `explain` prints a round from a trace without torch
-    (bench's and train's flags are added only when they are named): 0.15 s and 0.3 s, against 1.7 s and 2.3 s
-    with torch."""
+def test_the_command_line_needs_no_torch_for_help_explain_or_check_trace():
+    """`python -m engine --help` lists every subcommand, `explain` prints a round and `check-trace` checks a trace
+    without torch (bench's and train's flags are added only when they are named): 0.15 s and 0.3 s for --help and
+    explain, against 1.7 s and 2.3 s with torch."""
     trace = next(iter(sorted((ROOT / "assets" / "traces").glob("*.json"))))
-    for argv, shows in ((["--help"], "check-trace"), (["explain", str(trace), "--round", "1"], "earliest*")):
+    for argv, shows in ((["--help"], "check-trace"), (["explain", str(trace), "--round", "1"], "earliest*"),
+                        (["check-trace", str(trace)], ": valid, ")):
         code = ("import runpy, sys\nsys.argv = ['engine', *sys.argv[1:]]\n"
                 "try:\n    runpy.run_module('engine', run_name='__main__')\nexcept SystemExit as e:\n    assert not e.code, e\n"
                 "print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))")
