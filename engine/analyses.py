@@ -1,5 +1,8 @@
 """The paper's analyses, computed from decoding traces (schema in docs/trace-format.md).
 
+Size: over 500 lines of short functions, one per analysis, over the same round helpers (a split by table would
+import them all back).
+
 Every function takes one trace dict or a list of them and pools all their rounds, so combining
 prompts, sets or runs is just passing a longer list. Results are plain numbers and dicts (JSON-ready);
 a rate with nothing to count is None. The bench, the app and the tests share these definitions.

@@ -13,20 +13,19 @@ ASSETS = REPO / "assets"
 DRAFTERS = ASSETS / "drafters"
 TRACES = ASSETS / "traces"
 PROMPTS = ASSETS / "prompts"
-# the shipped drafters for the embedded target, the first one present is the default
-DEFAULT_DRAFTER_DIRS = [DRAFTERS / "smollm2-135m-dflash-b16", DRAFTERS / "smollm2-135m-dflash-b8"]
+DEFAULT_DRAFTER_DIR = DRAFTERS / "smollm2-135m-dflash-b16"   # the shipped DFlash drafter for the embedded target
 
 
 def default_drafter(target: str = EMBEDDED_NAME) -> str:
-    """What drafter "default" means: the first shipped one present for the embedded target, else "random"."""
-    found = [d for d in DEFAULT_DRAFTER_DIRS if (d / "config.json").is_file()]
-    return str(found[0]) if target == EMBEDDED_NAME and found else "random"
+    """What drafter "default" means: the shipped one for the embedded target where it is present, else "random"."""
+    present = (DEFAULT_DRAFTER_DIR / "config.json").is_file()
+    return str(DEFAULT_DRAFTER_DIR) if target == EMBEDDED_NAME and present else "random"
 
 
 def shipped_drafters() -> list[Path]:
-    """Every drafter folder under assets/drafters (a config.json), the default ones first."""
+    """Every drafter folder under assets/drafters (a config.json), the default one first."""
     found = sorted(d for d in DRAFTERS.glob("*") if (d / "config.json").is_file()) if DRAFTERS.is_dir() else []
-    return [d for d in DEFAULT_DRAFTER_DIRS if d in found] + [d for d in found if d not in DEFAULT_DRAFTER_DIRS]
+    return sorted(found, key=lambda d: d != DEFAULT_DRAFTER_DIR)
 
 
 def package_dir(module: str) -> Path | None:

@@ -230,3 +230,135 @@ def chromium_or_skip():
     if os.environ.get("CI"):
         pytest.fail(f"CI is set but Chromium is missing at {CHROMIUM} (apt-get install -y chromium)")
     pytest.skip("Chromium is not installed (apt-get install -y chromium); set CI to make this an error")
+
+
+# -- a page in Chromium: helpers the browser tests share ------------------------------------------------
+
+# Round i in view, the server's answer in (Watched.wait_round).
+JS_ROUND_SETTLED = """i => (document.querySelector('#rx-caption')?.innerText || '').includes('Round ' + i + ' (')
+                         && document.querySelector('#rx-slider input[type=range]')?.value === String(i)"""
+
+
+class Watched:
+    """A page whose requests, console errors and dialogs are recorded."""
+
+    def __init__(self, browser, url):
+        self.page = browser.new_page(viewport={"width": 1400, "height": 1100})
+        self.requests, self.errors, self.dialogs = [], [], []
+        self.page.on("request", lambda r: self.requests.append(r.url))
+        self.page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
+        self.page.on("pageerror", lambda e: self.errors.append(str(e)))
+        # which request failed: the console says only "Failed to load resource"
+        self.page.on("response", lambda r: self.errors.append(f"HTTP {r.status}: {r.request.method} {r.url}")
+                     if r.status >= 400 else None)
+        self.page.on("dialog", lambda d: (self.dialogs.append(d.message), d.dismiss()))
+        self.page.goto(url)
+        self.page.wait_for_selector("#rx-run", timeout=60000)
+        if list((REPO / "assets" / "traces").glob("*.json")):  # the page's load event shows an example trace
+            self.page.wait_for_function(
+                "() => (document.querySelector('#rx-metrics')?.innerText || '').includes('example trace')",
+                timeout=60000)
+
+    def caption(self) -> str:
+        return self.page.inner_text("#rx-caption")
+
+    def shown(self) -> str:
+        """What a timeout names: the caption's start and the slider's two halves."""
+        return self.page.evaluate("""() => JSON.stringify({
+            caption: (document.querySelector('#rx-caption')?.innerText || '').slice(0, 80),
+            range: document.querySelector('#rx-slider input[type=range]')?.value,
+            box: document.querySelector('#rx-slider input[type=number]')?.value})""")
+
+    def _wait(self, js: str, arg, timeout: float, what: str) -> None:
+        try:
+            self.page.wait_for_function(js, arg=arg, timeout=timeout)
+        except Exception as e:  # playwright's TimeoutError says only how long it waited
+            raise AssertionError(f"{what} not in view after {timeout / 1000:.0f} s; shown: {self.shown()}") from e
+
+    def wait_caption(self, prefix: str, timeout: float = 20000) -> None:
+        self._wait("p => (document.querySelector('#rx-caption')?.innerText || '').trim().startsWith(p)",
+                   prefix, timeout, f"a caption starting {prefix!r}")
+
+    def wait_round(self, i: int, timeout: float = 20000) -> None:
+        """Until round i is in view and the server has answered the switch: the caption names it and the slider,
+        which only the server's answer moves (or the slider's own keys), stands at i. The caption alone is not it:
+        the page shows a prefetched round at once, and a click sent before the answer is dropped (Gradio runs one
+        call per button at a time: trigger_mode "once") or raced by another button's call."""
+        self._wait(JS_ROUND_SETTLED, i, timeout, f"round {i}, settled")
+
+    def wait_model(self, app=None) -> None:
+        """Until the page's status line says ready; one that says failed, or a timeout, fails at once with what the
+        page showed, what the server's status says now and the app's log (`app`: its AppProcess)."""
+        try:
+            self.page.wait_for_function(
+                "() => /ready|failed/.test(document.querySelector('#rx-model-status')?.innerText || '')",
+                timeout=120000)
+            shown = self.page.inner_text("#rx-model-status")
+        except Exception as e:   # noqa: BLE001 (playwright's TimeoutError)
+            shown = f"{self.page.inner_text('#rx-model-status')!r} after {type(e).__name__}"
+        if "ready" in shown and "failed" not in shown:
+            return
+        server = log = "?"
+        if app is not None:
+            from gradio_client import Client
+
+            server, log = Client(app.url, verbose=False).predict(api_name="/model_status")[0], app.log()[-3000:]
+        raise AssertionError(f"the model status line shows {shown}; the server says {server!r}; app log:\n{log}")
+
+    def run(self, prompt: str, max_new: int = 40) -> None:
+        self.page.fill("#rx-prompt textarea", prompt)
+        self.page.fill("#rx-max-new input", str(max_new))
+        self.page.click("#rx-run")
+
+    def wait_running(self, min_round: int, timeout: float = 60000) -> None:
+        """Until this page's run has streamed round `min_round` (the example trace's spans don't count). A timeout
+        names what the page showed instead (a CI rehearsal once timed out here, with nothing else to go on)."""
+        from playwright.sync_api import TimeoutError as PlaywrightTimeout
+        try:
+            self.page.wait_for_function(
+                """n => { const m = /running… round (\\d+)/.exec(document.querySelector('#rx-metrics')?.innerText || '');
+                          return m && parseInt(m[1]) >= n; }""", arg=min_round, timeout=timeout)
+        except PlaywrightTimeout:
+            shown = self.page.evaluate("() => [document.querySelector('#rx-metrics')?.innerText, "
+                                       "document.querySelector('.toast-body')?.innerText]")
+            raise AssertionError(f"no round {min_round} of a run within {timeout / 1000:.0f} s; metrics and toast: "
+                                 f"{shown}; errors: {self.errors}") from None
+
+    def wait_done(self, timeout: float = 120000) -> None:
+        self.page.wait_for_function(
+            "() => /\\b(done|stopped)\\b/.test(document.querySelector('#rx-metrics')?.innerText || '')",
+            timeout=timeout)
+
+    def local_only(self, port: int) -> list[str]:
+        return [u for u in self.requests
+                if not (u.startswith(f"http://127.0.0.1:{port}/") or u.startswith(("data:", "blob:")))]
+
+
+# Click #rx-next and wait for round i's figure in the page; returns the milliseconds, timed in the page.
+JS_TIMED_NEXT = """async (i) => {
+    const t0 = performance.now();
+    document.querySelector('#rx-next').click();
+    await new Promise((done, fail) => {
+      const check = () => {
+        const title = document.querySelector('#rx-round-plot [data-shown] .gtitle')?.textContent || '';
+        if (title.startsWith('round ' + i + ' ')) done();
+        else if (performance.now() - t0 > 20000) fail(new Error('round ' + i + ' not drawn'));
+        else requestAnimationFrame(check);
+      };
+      check();
+    });
+    return performance.now() - t0;
+}"""
+
+
+# Where round i's bar is in the timeline's plot area (Plotly's drag layer over it takes the clicks): its middle
+# along x, half a token up (every round commits at least one token, so the point lies in one of its bars).
+JS_BAR_AT = """i => { const l = document.querySelector('#rx-timeline .js-plotly-plot')._fullLayout;
+                     return {x: l.xaxis.l2p(i), y: l.yaxis.l2p(0.5)}; }"""
+
+
+def click_timeline_bar(pg, i: int) -> None:
+    """Click round i's bar as a person does: on the plot area at the bar's place, after Playwright's checks that it
+    holds still and takes the click there (a forced click on the bar's path skipped them, while a token click's
+    smooth scroll to the caption often still moved the page)."""
+    pg.locator("#rx-timeline .js-plotly-plot .nsewdrag").first.click(position=pg.evaluate(JS_BAR_AT, i))

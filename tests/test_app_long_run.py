@@ -14,10 +14,9 @@ import time
 
 import pytest
 
-from app_fixtures import CHROMIUM_ARGS, OUTPUT, chromium_or_skip, launched_tiny_app
+from app_fixtures import CHROMIUM_ARGS, JS_TIMED_NEXT, OUTPUT, Watched, chromium_or_skip, launched_tiny_app
 
 playwright_api = pytest.importorskip("playwright.sync_api")
-from test_app_browser import JS_TIMED_NEXT, Watched  # noqa: E402  (the page helpers those tests use)
 
 LONG_PROMPT = "a b c d e f g"  # runs to max_new_tokens on the tiny Qwen3 target (no end of turn)
 N_TOKENS = 2000

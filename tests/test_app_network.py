@@ -14,11 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from app_fixtures import CHROMIUM_ARGS, PYTHON, REPO, AppProcess, chromium_or_skip, save_tiny_folders
+from app_fixtures import CHROMIUM_ARGS, PYTHON, REPO, AppProcess, Watched, chromium_or_skip, save_tiny_folders
 
 gradio_client = pytest.importorskip("gradio_client")
 playwright_api = pytest.importorskip("playwright.sync_api")
-from test_app_browser import Watched  # noqa: E402  (the page helpers those tests use)
 
 NETAUDIT = REPO / "tests" / "netaudit.py"
 # What a user's shell might hold; app/__main__.py must override every one of these.

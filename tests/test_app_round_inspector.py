@@ -16,8 +16,7 @@ import re
 import pytest
 
 from app.examples import LESSON_TRACE
-from app_fixtures import OUTPUT, REPO, chromium_or_skip, compare_with_dflash, wait_text
-from test_app_browser import JS_ROUND_SETTLED, click_timeline_bar  # the page helpers those tests use
+from app_fixtures import JS_ROUND_SETTLED, OUTPUT, REPO, chromium_or_skip, click_timeline_bar, compare_with_dflash, wait_text
 
 pytest.importorskip("playwright.sync_api")  # the browser fixture (conftest.py) drives it
 
@@ -96,7 +95,7 @@ def example_box(pg) -> str:
     return pg.input_value("#rx-example-trace input")
 
 
-def test_a_e_fresh_page_status_is_ready_at_once_and_names_no_server_path(app, browser, page):
+def test_a_fresh_page_is_ready_at_once_and_names_no_server_path(app, browser, page):
     fresh = browser.new_page(viewport=VIEW)
     fresh.goto(app.url)
     fresh.wait_for_selector("#rx-model-status")
@@ -156,7 +155,7 @@ def test_token_click_scrolls_highlights_and_fills_go_to(page):
     page.screenshot(path=str(OUTPUT / "teaching-token-click.png"))
 
 
-def test_c_f_input_errors_leave_no_pills_and_no_traceback(app, page):
+def test_input_errors_leave_no_pills_and_no_traceback(app, page):
     at = len(app.log())
     page.evaluate("() => window.scrollTo(0, 0)")
     page.fill("#rx-prompt textarea", "")
@@ -174,7 +173,7 @@ def test_c_f_input_errors_leave_no_pills_and_no_traceback(app, page):
     page.evaluate("() => document.querySelectorAll('.toast-close').forEach(b => b.click())")
 
 
-def test_d_example_box_empties_when_a_run_replaces_the_view(page):
+def test_the_example_box_empties_when_a_run_replaces_the_view(page):
     if EXAMPLES:
         assert example_box(page) == LESSON_TRACE                # the page opens on the lesson's example
     run(page, "hi, j.")
@@ -182,7 +181,7 @@ def test_d_example_box_empties_when_a_run_replaces_the_view(page):
     assert "most instructive" in caption(page) or "Round 0 " in caption(page)
 
 
-def test_b_compare_then_example_trace_empties_compare(page, tmp_path):
+def test_an_example_trace_after_a_comparison_empties_the_comparison(page, tmp_path):
     run(page, "hi, j.", 12)   # Compare reruns the trace shown: a short run of this app's models
     compare_with_dflash(page)
     page.wait_for_selector("#rx-cmp-table table", timeout=10000)

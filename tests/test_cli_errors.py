@@ -126,3 +126,17 @@ def test_bench_set_names_stay_inside_out_and_runs_are_moved_aside(tmp_path):
     assert len([f for f in files if f.startswith("earlier-runs/")]) == 1
     results = json.loads((out / "results.json").read_text())
     assert all(".." not in t for t in results.get("trace_files", [])), results.get("trace_files")
+
+
+def test_explain_into_a_closed_pipe_ends_quietly():
+    """`python -m engine explain ... | head`: the reader gone before the table is written (a pipe whose read end is
+    closed) ends the command as a closed pipe ends any program, 141, with no BrokenPipe traceback on stderr."""
+    trace = sorted((ROOT / "assets" / "traces").glob("*.json"))[0]
+    r, w = os.pipe()
+    os.close(r)
+    try:
+        out = subprocess.run([sys.executable, "-m", "engine", "explain", str(trace), "--round", "1"], cwd=ROOT,
+                             stdout=w, stderr=subprocess.PIPE, timeout=120)
+    finally:
+        os.close(w)
+    assert out.returncode == 141 and out.stderr == b"", (out.returncode, out.stderr[-1000:])

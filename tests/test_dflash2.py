@@ -6,25 +6,8 @@ import torch
 from dflash.model import dflash_generate
 
 from engine.decode import DecodeConfig, Engine
-from engine.models import drafter_class, drafter_config
 from engine.decode.checks import greedy_reference
-from tiny import tiny_models
-
-
-def dflash2_models(seed: int, init: float = 0.5):
-    m = tiny_models("qwen3", seed, block_size=6, init=init)
-    cfg = drafter_config(m.target.config, num_layers=1, block_size=6, mask_token_id=3)
-    cfg.dflash_config.update(conv_kernel_size=3, conv_group_size=16, selector_rank=8, selector_top_k=4)
-    cls = drafter_class(cfg)
-    assert cls is dflash.model.DFlash2DraftModel
-    torch.manual_seed(seed)
-    drafter = cls(cfg).eval()
-    with torch.no_grad():  # its base kernels start uninitialised: give them values
-        for layer in drafter.layers:
-            for conv in (layer.attention_conv, layer.mlp_conv):
-                conv.base_kernel.normal_(0, 0.1)
-    m.drafter = drafter
-    return m
+from tiny import dflash2_models
 
 
 def test_dflash2_is_lossless_and_matches_reference(monkeypatch):

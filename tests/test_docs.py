@@ -37,8 +37,7 @@ def test_every_named_file_is_in_the_repository():
         text = f.read_text(encoding="utf-8", errors="replace")
         missing += [f"{f.relative_to(ROOT)}: {ref}" for ref in FILE_REF.findall(text)
                     if not (ROOT / ref).exists()]
-        vague += [f"{f.relative_to(ROOT)}: {m}" for m in NAMED_DOC.findall(text)
-                  if not (m == "CONTRACT.md" and (ROOT / "engine/CONTRACT.md").exists())]
+        vague += [f"{f.relative_to(ROOT)}: {m}" for m in NAMED_DOC.findall(text)]
     assert not missing, f"files named but not in the repository: {missing}"
     assert not vague, f"references to documents outside the repository: {vague}"
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from engine.trace import run_stats
+from helpers import embedded_or_skip
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted((REPO / "assets" / "traces").glob("*.json"))
@@ -26,11 +27,8 @@ def engines():
 
     def get(target: str, drafter: str):
         if (target, drafter) not in cache:
-            try:
-                cache[(target, drafter)] = Engine(load_models(target, str(REPO / drafter), device="cpu",
-                                                              dtype="float32"))
-            except Exception as e:  # noqa: BLE001  (the embedded target's package absent)
-                pytest.skip(f"cannot load {target} / {drafter}: {e}")
+            embedded_or_skip()   # the one reason to skip: any other failure to load is the test's to report
+            cache[(target, drafter)] = Engine(load_models(target, str(REPO / drafter), device="cpu", dtype="float32"))
         return cache[(target, drafter)]
     return get
 

@@ -1,5 +1,5 @@
 """The drafter's context features (engine/models/features.py): decoding (Engine.target_forward) and training
-(train.main.target_states) read the same thing, Hugging Face's hidden_states[l + 1], for every layer a drafter's
+(train.recipe.target_states) read the same thing, Hugging Face's hidden_states[l + 1], for every layer a drafter's
 config may name (train/flags.py allows 0 .. n_layers - 1; the last one is after the final norm there)."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from engine.decode import Engine
-from engine.train.main import target_states
+from engine.train.recipe import target_states
 from tiny import tiny_models
 
 

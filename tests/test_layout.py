@@ -92,6 +92,22 @@ def test_no_import_circle():
     assert not cycles, f"import circles: {cycles[:5]}"
 
 
+MAX_LINES = 500
+SPLIT_ON_ITS_OWN_BRANCH = {"engine/trace.py"}   # records / validation / io (issue 56)
+
+
+def test_big_modules_say_why():
+    """A module of engine/ over MAX_LINES lines says in its docstring why it is one room ("Size: ...")."""
+    big = []
+    for p in sorted((ROOT / "engine").rglob("*.py")):
+        rel = str(p.relative_to(ROOT))
+        text = p.read_text(encoding="utf-8")
+        doc = ast.get_docstring(ast.parse(text)) or ""
+        if len(text.splitlines()) > MAX_LINES and rel not in SPLIT_ON_ITS_OWN_BRANCH and "\nSize: " not in f"\n{doc}":
+            big.append(f"{rel}: {len(text.splitlines())} lines")
+    assert not big, f"modules over {MAX_LINES} lines without a reason in their docstring: {big}"
+
+
 def test_the_core_needs_no_torch():
     code = ("import sys\nimport " + ", ".join(core()) + "\n"
             "from engine.trace import load_trace\n"
@@ -113,12 +129,13 @@ def test_the_page_needs_no_torch():
     assert out.stdout.strip().splitlines()[-1] == "[]"
 
 
-def test_the_command_line_needs_no_torch_for_help_or_explain():
-    """`python -m engine --help` lists every subcommand and `explain` prints a round from a trace without torch
-    (bench's and train's flags are added only when they are named): 0.15 s and 0.3 s, against 1.7 s and 2.3 s
-    with torch."""
+def test_the_command_line_needs_no_torch_for_help_explain_or_check_trace():
+    """`python -m engine --help` lists every subcommand, `explain` prints a round and `check-trace` checks a trace
+    without torch (bench's and train's flags are added only when they are named): 0.15 s and 0.3 s for --help and
+    explain, against 1.7 s and 2.3 s with torch."""
     trace = next(iter(sorted((ROOT / "assets" / "traces").glob("*.json"))))
-    for argv, shows in ((["--help"], "check-trace"), (["explain", str(trace), "--round", "1"], "earliest*")):
+    for argv, shows in ((["--help"], "check-trace"), (["explain", str(trace), "--round", "1"], "earliest*"),
+                        (["check-trace", str(trace)], ": valid, ")):
         code = ("import runpy, sys\nsys.argv = ['engine', *sys.argv[1:]]\n"
                 "try:\n    runpy.run_module('engine', run_name='__main__')\nexcept SystemExit as e:\n    assert not e.code, e\n"
                 "print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))")

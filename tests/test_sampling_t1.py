@@ -24,8 +24,7 @@ import torch
 from engine.bench.reference import dflash_vs_reference, engine_runs, per_run_acceptance, z
 from engine.decode import DecodeConfig, Engine
 from engine.decode.checks import LAW_MODES, law_case
-from test_dflash2 import dflash2_models
-from tiny import tiny_models
+from tiny import dflash2_models, tiny_models
 
 
 @pytest.mark.parametrize("mode,rule", LAW_MODES)

@@ -9,19 +9,10 @@ import pytest
 
 from engine.decode import DecodeConfig, Engine
 from engine.paths import shipped_drafters
+from helpers import embedded_or_skip
 
 PROMPT = "Write a Python function that returns the sum of the squares of a list of numbers."
 N_NEW = 40
-
-
-def _embedded_or_skip() -> None:
-    from engine.models.embedded import cache_dir, gguf_path
-
-    if not (cache_dir() / "model.safetensors").is_file():
-        try:
-            gguf_path()
-        except FileNotFoundError as e:
-            pytest.skip(f"the embedded model is not installed: {e}")
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +21,7 @@ def target():
     every drafter must reproduce (each test used to load the target again and decode this same reference)."""
     from engine.models.load import load_models
 
-    _embedded_or_skip()
+    embedded_or_skip()
     models = load_models(None, "none", "cpu", "float32")
     eng = Engine(models)
     ids = eng.encode_prompt(PROMPT)

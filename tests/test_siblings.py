@@ -22,9 +22,9 @@ PROMPTS = ["Write a Python function that returns the sum of the squares of a lis
 def runs():
     from engine.decode import Engine
     from engine.models.load import load_models
-    from test_shipped_drafters import _embedded_or_skip
+    from helpers import embedded_or_skip
 
-    _embedded_or_skip()
+    embedded_or_skip()
     eng = Engine(load_models(None, "default", "cpu", "float32"))
     cfg = DecodeConfig(mode="reanchor-tree", max_new_tokens=40, ignore_eos=True, max_trie_nodes=16)
     return eng, cfg, [(eng.encode_prompt(p), *watched_run(eng, eng.encode_prompt(p), cfg)) for p in PROMPTS]

@@ -236,8 +236,7 @@ def test_tiny_temperatures_decode_greedily():
     """A temperature too small for logits / T (1e-40, the smallest double) is the greedy limit, in
     every kind of drafter: no nan law, no crash."""
     from engine.decode import DecodeConfig, Engine
-    from test_dflash2 import dflash2_models
-    from tiny import tiny_models, tiny_variant_models
+    from tiny import dflash2_models, tiny_models, tiny_variant_models
     for models in (tiny_models("llama", 3, block_size=5), dflash2_models(1), tiny_variant_models("domino")):
         eng = Engine(models)
         ids = eng.encode_prompt("ab")

@@ -354,18 +354,15 @@ def _ctrl_c_round_trip(ctrl_c_sets) -> None:
     flag = threading.Event()
     with ctrl_c_sets(flag):
         try:
-            os.kill(os.getpid(), signal.SIGINT)
-            time.sleep(0.2)
+            signal.raise_signal(signal.SIGINT)   # its handler runs before the next line
         except KeyboardInterrupt:   # what swallowed the Ctrl-C before
             pass
         assert flag.is_set()
         with pytest.raises(KeyboardInterrupt):
-            os.kill(os.getpid(), signal.SIGINT)
-            time.sleep(0.2)
+            signal.raise_signal(signal.SIGINT)   # its handler runs before the next line
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
     with pytest.raises(KeyboardInterrupt):
-        os.kill(os.getpid(), signal.SIGINT)
-        time.sleep(0.2)
+        signal.raise_signal(signal.SIGINT)
 
 
 def test_resume_refuses_other_settings(tiny, reference, capsys):

@@ -11,10 +11,13 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from engine.train import data as D
-from engine.train import loss as L
+from engine.errors import InputError
+from engine.train import checkpoint as CK
 from engine.train import cli as C
-from engine.train import main as T
+from engine.train import data as D
+from engine.train import evaluation as E
+from engine.train import loss as L
+from engine.train import recipe as R
 from engine.train.prompts import build_prompts, heldout_prompts
 
 VOCAB, H, B, MASK = 256, 64, 4, 3
@@ -35,7 +38,7 @@ def target():
 
 def drafter_for(target, **kw):
     torch.manual_seed(1)
-    return T.make_drafter(target, num_layers=2, block_size=B, mask_id=MASK, target_layer_ids=[0, 2], **kw)
+    return R.make_drafter(target, num_layers=2, block_size=B, mask_id=MASK, target_layer_ids=[0, 2], **kw)
 
 
 def seqs_for(n: int, length: int, seed: int = 0) -> list[list[int]]:
@@ -45,7 +48,7 @@ def seqs_for(n: int, length: int, seed: int = 0) -> list[list[int]]:
 
 def test_block_mask_sees_only_earlier_context_and_own_block():
     anchors = torch.tensor([[3, 7], [5, 0]])  # the second row's last anchor is padding
-    m = T.block_mask(anchors, ctx_len=10, block_size=B)
+    m = R.block_mask(anchors, ctx_len=10, block_size=B)
     assert m.shape == (2, 1, 2 * B, 10 + 2 * B)
     m = m[:, 0]
     for b, row in enumerate(anchors.tolist()):
@@ -62,11 +65,11 @@ def test_batched_forward_equals_per_anchor_reference(target):
     drafter = drafter_for(target).eval()
     seqs = seqs_for(2, 20)
     anchors = [[5, 9, 14], [6, 18]]
-    batch = T.make_batch(seqs, anchors, block_size=B, mask_id=MASK, gamma=2.0)
-    feats, _ = T.Features(target, drafter.target_layer_ids, cache_gb=1).get([0, 1], seqs, batch["T"])
+    batch = R.make_batch(seqs, anchors, block_size=B, mask_id=MASK, gamma=2.0)
+    feats, _ = R.Features(target, drafter.target_layer_ids, cache_gb=1).get([0, 1], seqs, batch["T"])
     embed = target.get_input_embeddings().weight
     with torch.no_grad():
-        h = T.draft_forward(drafter, embed, feats, batch, torch.float32)
+        h = R.draft_forward(drafter, embed, feats, batch, torch.float32)
         for i, (s, a) in enumerate(zip(seqs, anchors)):
             for j, p in enumerate(a):
                 block = torch.tensor([[s[p]] + [MASK] * (B - 1)])
@@ -77,7 +80,7 @@ def test_batched_forward_equals_per_anchor_reference(target):
 
 def test_rows_labels_and_weights():
     seqs = [[10, 11, 12, 13, 14, 15, 16]]
-    batch = T.make_batch(seqs, [[2, 5]], block_size=B, mask_id=MASK, gamma=2.0)
+    batch = R.make_batch(seqs, [[2, 5]], block_size=B, mask_id=MASK, gamma=2.0)
     # anchor 2 predicts x3..x5 (k=1..3); anchor 5 only x6 (k=1), the rest is past the end
     assert batch["labels"].tolist() == [13, 14, 15, 16]
     assert batch["k"].tolist() == [1, 2, 3, 1]
@@ -90,7 +93,7 @@ def test_rows_labels_and_weights():
 
 def test_loss_depth_keeps_only_the_first_positions():
     seqs = [[10, 11, 12, 13, 14, 15, 16]]
-    batch = T.make_batch(seqs, [[2, 5]], block_size=B, mask_id=MASK, gamma=2.0, depth=2)
+    batch = R.make_batch(seqs, [[2, 5]], block_size=B, mask_id=MASK, gamma=2.0, depth=2)
     assert batch["k"].tolist() == [1, 2, 1] and batch["labels"].tolist() == [13, 14, 16]
     assert batch["drow"].tolist() == [1, 2, B + 1]
     assert batch["block_ids"].tolist() == [[12, MASK, MASK, MASK, 15, MASK, MASK, MASK]]  # whole blocks drafted
@@ -144,8 +147,8 @@ def test_sparse_head_loss_value_and_gradient_match_autograd(target):
 
 def test_features_topk_keeps_the_targets_top_tokens(target):
     seqs = seqs_for(2, 12, seed=4)
-    full = T.Features(target, [0, 2], cache_gb=1)
-    sparse = T.Features(target, [0, 2], cache_gb=1, topk=3)
+    full = R.Features(target, [0, 2], cache_gb=1)
+    sparse = R.Features(target, [0, 2], cache_gb=1, topk=3)
     f, fin = full.get([0, 1], seqs, 16)
     f2, ids, lg = sparse.get([0, 1], seqs, 16)
     torch.testing.assert_close(f2, f)
@@ -160,15 +163,15 @@ def test_features_topk_keeps_the_targets_top_tokens(target):
 def test_loss_decreases_when_overfitting(target):
     drafter = drafter_for(target).train()
     seqs = seqs_for(2, 24, seed=3)
-    feats = T.Features(target, drafter.target_layer_ids, cache_gb=1)
+    feats = R.Features(target, drafter.target_layer_ids, cache_gb=1)
     W, embed = target.get_output_embeddings().weight, target.get_input_embeddings().weight
     opt = torch.optim.AdamW(drafter.parameters(), lr=1e-2)
     anchors = [list(range(4, 22, 2)), list(range(5, 21, 3))]
     losses = []
     for _ in range(30):
-        batch = T.make_batch(seqs, anchors, block_size=B, mask_id=MASK, gamma=2.0)
+        batch = R.make_batch(seqs, anchors, block_size=B, mask_id=MASK, gamma=2.0)
         f, fin = feats.get([0, 1], seqs, batch["T"])
-        h = T.draft_forward(drafter, embed, f, batch, torch.float32).reshape(-1, H)
+        h = R.draft_forward(drafter, embed, f, batch, torch.float32).reshape(-1, H)
         loss, _ = L.head_loss(h[batch["drow"]], fin.reshape(-1, H)[batch["trow"]], batch["labels"],
                               batch["weights"], W, kl=0.0, chunk=64)
         loss.backward()
@@ -180,7 +183,7 @@ def test_loss_decreases_when_overfitting(target):
 
 def test_init_from_target_copies_top_layers(target):
     drafter = drafter_for(target)
-    copied = T.init_from_target(drafter, target)
+    copied = R.init_from_target(drafter, target)
     assert len(copied) == 2 * 9 + 1
     torch.testing.assert_close(drafter.layers[1].mlp.up_proj.weight, target.model.layers[3].mlp.up_proj.weight)
     torch.testing.assert_close(drafter.layers[0].self_attn.k_proj.weight, target.model.layers[2].self_attn.k_proj.weight)
@@ -194,7 +197,7 @@ def test_export_loads_with_dflash(tmp_path, target):
 
     drafter = drafter_for(target)
     out = tmp_path / "drafter"
-    T.export(drafter, out, "# card\n", {"steps": 0}, max_shard=15 * 2**20)
+    CK.export(drafter, out, "# card\n", {"steps": 0}, max_shard=15 * 2**20)
     assert sorted(p.name for p in out.iterdir()) == ["README.md", "config.json", "model.safetensors", "train_log.json"]
     cfg = json.loads((out / "config.json").read_text())
     assert cfg["block_size"] == B and cfg["num_target_layers"] == 4 and cfg["dtype"] == "bfloat16"
@@ -203,7 +206,7 @@ def test_export_loads_with_dflash(tmp_path, target):
     assert loaded.block_size == B and loaded.mask_token_id == MASK and loaded.target_layer_ids == [0, 2]
     assert next(loaded.parameters()).dtype == torch.bfloat16
     torch.testing.assert_close(loaded.fc.weight, drafter.fc.weight.to(torch.bfloat16))
-    T.export(drafter, out, "# card\n", {"steps": 1}, max_shard=15 * 2**20)  # re-export in place
+    CK.export(drafter, out, "# card\n", {"steps": 1}, max_shard=15 * 2**20)  # re-export in place
     assert json.loads((out / "train_log.json").read_text())["steps"] == 1
 
 
@@ -211,32 +214,32 @@ def test_init_from_loads_a_trained_drafter_and_refuses_another_shape(tmp_path, t
     trained = drafter_for(target)
     with torch.no_grad():
         trained.fc.weight.normal_()
-    T.export(trained, tmp_path / "d", "# card\n", {"steps": 3}, max_shard=15 * 2**20)
+    CK.export(trained, tmp_path / "d", "# card\n", {"steps": 3}, max_shard=15 * 2**20)
     torch.manual_seed(5)
-    fresh = T.make_drafter(target, num_layers=2, block_size=2 * B, mask_id=MASK, target_layer_ids=[0, 2])
-    T.load_weights(fresh, tmp_path / "d")  # another block size is fine: no weight depends on it
+    fresh = R.make_drafter(target, num_layers=2, block_size=2 * B, mask_id=MASK, target_layer_ids=[0, 2])
+    CK.load_weights(fresh, tmp_path / "d")  # another block size is fine: no weight depends on it
     for (k, a), b in zip(fresh.state_dict().items(), trained.state_dict().values()):
         torch.testing.assert_close(a, b.to(torch.bfloat16).float(), msg=k)
-    for other in (T.make_drafter(target, num_layers=1, block_size=B, mask_id=MASK, target_layer_ids=[0, 2]),
-                  T.make_drafter(target, num_layers=2, block_size=B, mask_id=MASK, target_layer_ids=[0, 1, 2])):
-        with pytest.raises(T.InputError, match="does not fit"):
-            T.load_weights(other, tmp_path / "d")
+    for other in (R.make_drafter(target, num_layers=1, block_size=B, mask_id=MASK, target_layer_ids=[0, 2]),
+                  R.make_drafter(target, num_layers=2, block_size=B, mask_id=MASK, target_layer_ids=[0, 1, 2])):
+        with pytest.raises(InputError, match="does not fit"):
+            CK.load_weights(other, tmp_path / "d")
 
 
 def test_init_from_grows_a_drafter_that_drafts_exactly_as_before(tmp_path, target):
     trained = drafter_for(target)
-    T.init_from_target(trained, target)
+    R.init_from_target(trained, target)
     with torch.no_grad():
         trained.fc.weight.add_(0.05 * torch.randn_like(trained.fc.weight))
-    T.export(trained, tmp_path / "d", "# card\n", {"steps": 3}, max_shard=15 * 2**20)
-    same = T.make_drafter(target, num_layers=2, block_size=B, mask_id=MASK, target_layer_ids=[0, 2])
-    grown = T.make_drafter(target, num_layers=4, block_size=B, mask_id=MASK, target_layer_ids=[0, 2])
-    assert T.load_weights(same, tmp_path / "d") == [] and T.load_weights(grown, tmp_path / "d") == [2, 3]
+    CK.export(trained, tmp_path / "d", "# card\n", {"steps": 3}, max_shard=15 * 2**20)
+    same = R.make_drafter(target, num_layers=2, block_size=B, mask_id=MASK, target_layer_ids=[0, 2])
+    grown = R.make_drafter(target, num_layers=4, block_size=B, mask_id=MASK, target_layer_ids=[0, 2])
+    assert CK.load_weights(same, tmp_path / "d") == [] and CK.load_weights(grown, tmp_path / "d") == [2, 3]
     seqs = seqs_for(2, 20, seed=5)
-    batch = T.make_batch(seqs, [[3, 9], [5]], block_size=B, mask_id=MASK, gamma=2.0)
-    f, _ = T.Features(target, [0, 2], cache_gb=1).get([0, 1], seqs, batch["T"])
+    batch = R.make_batch(seqs, [[3, 9], [5]], block_size=B, mask_id=MASK, gamma=2.0)
+    f, _ = R.Features(target, [0, 2], cache_gb=1).get([0, 1], seqs, batch["T"])
     embed = target.get_input_embeddings().weight
-    out = [T.draft_forward(d.eval(), embed, f, batch, torch.float32) for d in (same, grown)]
+    out = [R.draft_forward(d.eval(), embed, f, batch, torch.float32) for d in (same, grown)]
     torch.testing.assert_close(out[1], out[0], atol=1e-5, rtol=1e-5)
     assert grown.layers[3].mlp.up_proj.weight.abs().sum() > 0  # only the outputs start at zero: it can learn
 
@@ -244,24 +247,24 @@ def test_init_from_grows_a_drafter_that_drafts_exactly_as_before(tmp_path, targe
 def test_replay_rounds():
     # response positions 10..19; accepted drafts per anchor position
     acc = [2, 0, 0, 5, 0, 0, 0, 0, 0, 0]
-    assert T.replay_rounds(acc, 10, 20) == [3, 6]   # anchors 10 -> 13 -> 19 (the last token: done)
-    assert T.replay_rounds([0] * 5, 3, 8) == [1, 1, 1, 1]
+    assert E.replay_rounds(acc, 10, 20) == [3, 6]   # anchors 10 -> 13 -> 19 (the last token: done)
+    assert E.replay_rounds([0] * 5, 3, 8) == [1, 1, 1, 1]
 
 
 def test_eval_tau_runs(target):
     drafter = drafter_for(target)
-    feats = T.Features(target, drafter.target_layer_ids, cache_gb=1)
+    feats = R.Features(target, drafter.target_layer_ids, cache_gb=1)
     seqs = [(s, 6) for s in seqs_for(2, 16, seed=5)]
-    r = T.eval_tau(drafter, feats, seqs, W=target.get_output_embeddings().weight,
+    r = E.eval_tau(drafter, feats, seqs, W=target.get_output_embeddings().weight,
                    embed_w=target.get_input_embeddings().weight, dtype=torch.float32,
                    autocast=lambda: torch.autocast("cpu", enabled=False), anchors_per_forward=4)
     assert r["prompts"] == 2 and r["tau_sim"] >= 1.0 and len(r["accept_rate_by_depth"]) == B - 1
 
 
 def test_lr_schedule():
-    assert T.lr_at(0.02, 1.0, 0.04) == pytest.approx(0.5)
-    assert T.lr_at(0.04, 1.0, 0.04) == pytest.approx(1.0)
-    assert T.lr_at(1.0, 1.0, 0.04) == pytest.approx(0.0, abs=1e-12)
+    assert R.lr_at(0.02, 1.0, 0.04) == pytest.approx(0.5)
+    assert R.lr_at(0.04, 1.0, 0.04) == pytest.approx(1.0)
+    assert R.lr_at(1.0, 1.0, 0.04) == pytest.approx(0.0, abs=1e-12)
 
 
 def test_cli_parsers():

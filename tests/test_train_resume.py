@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 import torch
 
+from engine.train import checkpoint as CK
 from engine.train import cli as C
-from engine.train.flags import check_args
 from engine.train import main as T
+from engine.train.flags import check_args
 
 sys.path.insert(0, str(Path(__file__).parent))
 
@@ -67,7 +68,7 @@ def test_killed_and_resumed_equals_uninterrupted(work, flags):
     assert train(common, *flags, "--out", str(a), "--steps", "5", "--fresh") == 0
     assert train(common, *flags, "--out", str(b), "--steps", "5", "--fresh", kill_after=2) == -1
     assert train(common, *flags, "--out", str(b), "--steps", "5") == 0
-    wa, wb = T.folder_state(a), T.folder_state(b)
+    wa, wb = CK.folder_state(a), CK.folder_state(b)
     assert json.loads((b / "train_log.json").read_text())["steps"] == 5
     assert all(torch.equal(wa[k], wb[k]) for k in wa), max((wa[k].float() - wb[k].float()).abs().max() for k in wa)
 
@@ -92,7 +93,7 @@ def test_state_of_another_backbone_is_refused(work, capsys):
     assert rc == 2 and err.startswith("error: backbone_from: the train state ") and "--fresh" in err, err
     assert "head rows" not in capsys.readouterr().out   # refused before the backbone's rows were computed
     assert train(common, *head, "--backbone-from", str(y), "--fresh") == 0
-    got, want = T.folder_state(out), T.folder_state(y)
+    got, want = CK.folder_state(out), CK.folder_state(y)
     assert torch.equal(got["layers.0.mlp.down_proj.weight"], want["layers.0.mlp.down_proj.weight"].bfloat16())
 
 
@@ -104,13 +105,13 @@ def test_init_from_its_own_out_trains_on(work):
     out = tmp / "own"
     head = HEAD + ["--out", str(out), "--steps", "3"]
     assert train(common, *head, "--init-from", str(tmp / "base"), "--fresh") == 0
-    first = T.folder_state(out)
+    first = CK.folder_state(out)
     lineage1 = json.loads((out / "train_log.json").read_text())["lineage"]
     assert train(common, *head, "--init-from", str(out)) == 0
     log2 = json.loads((out / "train_log.json").read_text())
     assert log2["steps"] == 3 and log2["evals"][0]["step"] == 0   # three steps of its own, from its start
     w2 = "markov_head.markov_w2.weight"
-    assert not torch.equal(first[w2], T.folder_state(out)[w2])     # trained on, not 0 steps
+    assert not torch.equal(first[w2], CK.folder_state(out)[w2])     # trained on, not 0 steps
     assert len(log2["lineage"]) == len(lineage1) + 1 and log2["lineage"][-1]["steps"] == 3
     assert train(common, *head, "--init-from", str(out), kill_after=1) == -1
     assert train(common, *head, "--init-from", str(out)) == 0

@@ -783,7 +783,8 @@ def test_replay_batch_drafts_each_shifted_block_as_the_engine_would():
     """replay_batch's one drafter forward (every shifted block behind its own mask) against each shifted block drafted
     alone, as Engine.draft does: context F[<start] ++ the chain's first d states, from a plain causal target forward of
     seq[:start] ++ chain[:d]; block [a_d, MASK...] at start+d..; rows labelled x[start+t+j], t the earliest match."""
-    from engine.train.main import draft_forward, frozen_head, target_states
+    from engine.train.evaluation import frozen_head
+    from engine.train.recipe import draft_forward, target_states
     from engine.train.variants import reanchor_sites, rejected_suffixes, replay_batch
     from tiny import tiny_models
 

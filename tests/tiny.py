@@ -43,6 +43,28 @@ def tiny_variant_models(variant: str, seed: int = 0, block_size: int = 6, shift_
     return m
 
 
+def dflash2_models(seed: int, init: float = 0.5):
+    """Engine Models with a tiny random DFlash 2 drafter (the dflash package's DFlash2DraftModel: convolutions and
+    a top-k selector) over a tiny Qwen3 target."""
+    import dflash.model
+
+    from engine.models import drafter_class, drafter_config
+
+    m = tiny_models("qwen3", seed, block_size=6, init=init)
+    cfg = drafter_config(m.target.config, num_layers=1, block_size=6, mask_token_id=3)
+    cfg.dflash_config.update(conv_kernel_size=3, conv_group_size=16, selector_rank=8, selector_top_k=4)
+    cls = drafter_class(cfg)
+    assert cls is dflash.model.DFlash2DraftModel
+    torch.manual_seed(seed)
+    drafter = cls(cfg).eval()
+    with torch.no_grad():  # its base kernels start uninitialised: give them values
+        for layer in drafter.layers:
+            for conv in (layer.attention_conv, layer.mlp_conv):
+                conv.base_kernel.normal_(0, 0.1)
+    m.drafter = drafter
+    return m
+
+
 def save_tiny_bench(path: Path, prompts: list[dict]) -> tuple[Path, Path, Path]:
     """save_tiny plus a JSONL prompt set: (target, drafter, prompts file) for `python -m engine bench`."""
     import json

@@ -1,5 +1,8 @@
 """Benchmark: tau and speed of every decoding mode on prompt sets, plus the paper's analyses.
 
+Size: over 500 lines because planning, running and aggregating one benchmark read the same Variant and results
+shapes; the report (report.py), the Ray sweep (sweep.py) and the authors' loops (reference.py) live apart.
+
     python -m engine bench --sets humaneval,math --n 10 --max-new-tokens 128 --traces --out runs/b1
 
 Every mode runs on the same prompts in the same process, interleaved prompt by prompt (for each

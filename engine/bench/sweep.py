@@ -1,5 +1,8 @@
 """The benchmark as a sweep over a Ray cluster: `python -m engine bench ... --ray ADDRESS|local`.
 
+Size: over 500 lines because the driver, its workers' lifecycle (restarts, retries, a lost node) and --resume are
+one protocol over the same jobs.
+
 A job is one prompt of one set, for one drafter at one temperature, with every variant (mode, rule)
 run one after the other on one worker: a prompt's speed ratios are measured side by side on one
 device, as in the single-process bench. Workers are Ray actors, one per GPU (one per CPU slot on a

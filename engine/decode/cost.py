@@ -40,10 +40,9 @@ drafting to check.
 
 The engine drafts offsets d = 1..k (the nearest retained states first). Callers build the budget
 (`budget_for(engine, cfg)`) and hand it to `engine.run`; the engine never imports this module. Gains start from a
-modest prior (PRIOR_GAIN = 0.1 tokens a block, worth PRIOR_WEIGHT rounds): the old 0.5 was far above any
-gain measured with the shipped drafter (0.03 tokens a drafted d=1 row inside a tree, 0.1-0.2 in a chain),
-so every run paid about ten rows per offset in its first rounds before the evidence pulled the estimate
-down. Unexplored offsets still get tried: every EXPLORE_EVERY-th round drafts every offset, so estimates
+modest prior (PRIOR_GAIN = 0.1 tokens a block, worth PRIOR_WEIGHT rounds), near the gains the shipped drafter
+has (0.03 tokens a drafted d=1 row inside a tree, 0.1-0.2 in a chain): a prior far above them makes every run pay
+about ten rows per offset in its first rounds before the evidence pulls the estimate down. Unexplored offsets still get tried: every EXPLORE_EVERY-th round drafts every offset, so estimates
 stay fresh and an offset that gains there is drafted after it. An exploring round's extra rows do not count
 against drafting in the plain-or-draft edge: they are the price of exploring. None of this touches verification: any budget is
 lossless; it only changes which proposals are verified.

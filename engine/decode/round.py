@@ -162,7 +162,7 @@ def decode_round(eng: ModelCalls, st: State, rc: RoundConfig, index: int) -> tup
     # 5. retain: the first path through the accepted chain, its nodes past the chain
     rest = trie.path_nodes[retained_path(trie, chain)][len(chain):]
     a_d = [target_token(n) for n in rest]
-    # built directly: dataclasses.replace re-reads every field (twice the cost, a us a round)
+    # built directly, not with dataclasses.replace: it reads every field again, twice the cost, and this runs each round
     nxt = State(x=st.x + new, cache=st.cache, ctx=st.ctx, ctx_new=rows(feats, chain), R=rows(feats, rest), a_d=a_d,
                 gen=st.gen, rng=st.rng, done=done, masks=st.masks)
     tr = eng.sync_time()

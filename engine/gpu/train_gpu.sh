@@ -12,7 +12,7 @@
 # BLOCK, LR, INIT_FROM, SAVE_S, EVAL_S, EXTRA (more `python -m engine train` flags), WORK (scratch folder), PYTHON.
 # By default it trains the committed drafter on (INIT_FROM; INIT_FROM= starts from the target's layers) on responses
 # to prompts of a new PROMPT_SEED, so that each lent GPU adds to the last one's training instead of redoing it.
-# LAYERS above the committed drafter's 2 grows it: the new layers start as the identity (engine/train/main.py --init-from).
+# LAYERS above the committed drafter's 2 grows it: the new layers start as the identity (--init-from: engine/train/recipe.py init_from_target).
 # The variants: EXTRA="--variant dspark" (or domino: a head on the committed backbone, whose states are cached once) or
 # EXTRA="--variant opd" (Draft-OPD on the committed drafter), each with OUT=out/gpu-<variant>; ship what beats the
 # committed one on held-out tau (issue #13; on the 2-core CPU a Draft-OPD step takes minutes).

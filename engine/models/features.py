@@ -1,5 +1,5 @@
 """The drafter's context features: one definition for decoding (engine/decode/engine.py) and training
-(engine/train/main.py).
+(engine/train/recipe.py).
 
 Feature l is what Hugging Face returns as hidden_states[l + 1], the convention of the `dflash` package and of
 the released DFlash drafters: the output of decoder layer l, and for the last layer that output after the

@@ -1,6 +1,7 @@
 """Train a DFlash drafter for the target, reproducibly: `python -m engine train` (or `python -m engine.train`).
 
-One command, three resumable stages (data: data.py; loss: loss.py; prompts: prompts.py; the rest here):
+One command, three resumable stages, run by the Trainer here (data: data.py; the recipe: recipe.py; loss: loss.py;
+prompts: prompts.py; export: checkpoint.py; tau_sim: evaluation.py):
   1. gen    the target answers our own prompts (engine/train/prompts.py): batched, left padded, greedy and T=0.7
             sampled responses, saved as token-id JSONL shards under --data (finished shards are skipped).
   2. fit    the public DFlash recipe (docs/training.md): random anchors p inside each response; block
@@ -11,18 +12,14 @@ One command, three resumable stages (data: data.py; loss: loss.py; prompts: prom
   3. export a bf16 `save_pretrained` folder (config.json, model.safetensors) + README.md model card +
             train_log.json, refreshed every --save-every seconds so a killed run still leaves a usable drafter.
 
-tau_sim (the proxy the trainer reports): greedy DFlash acceptance replayed teacher-forced on the target's own
-greedy responses to held-out prompts. Each round at anchor p accepts the longest prefix of argmax drafts equal
-to the greedy continuation, then jumps to p + accepted + 1; tau = mean(accepted + 1). It equals real greedy
-DFlash up to numerics (the features here come from one full forward, not from the verify calls).
+The trainer reports tau_sim, greedy DFlash acceptance replayed teacher-forced on the target's own greedy
+responses to held-out prompts (evaluation.py).
 """
 from __future__ import annotations
 
 import argparse
-import copy
 import hashlib
 import json
-import math
 import os
 import random
 import sys
@@ -31,364 +28,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 
 from ..errors import InputError
-from ..models.features import context_features
 from ..options import EMBEDDED_NAME
 from ..paths import DRAFTERS
+from .checkpoint import export, lineage_of, load_weights, model_card
 from .data import generate_shards, load_shards, log
+from .evaluation import eval_tau
 from .flags import check_model_args, data_settings, model_id, target_layer_ids
 from .loss import head_loss, negatives, sparse_head_loss
-
-# ------------------------------------------------------------------------------------------ features
-class Features:
-    """The frozen target's context features (hidden states after `layer_ids`, HF hidden_states[l+1], concatenated)
-    and what the loss needs of its next-token distribution, computed once per sequence and cached: the final
-    normed hidden state, or with `topk` > 0 only its top-k token ids and logits (for the sparse head loss)."""
-
-    def __init__(self, target, layer_ids: list[int], cache_gb: float, topk: int = 0):
-        self.target, self.layer_ids, self.topk = target, list(layer_ids), topk
-        self.cache: dict[int, tuple[torch.Tensor, ...]] = {}
-        self.budget, self.used = int(cache_gb * 2**30), 0
-
-    @torch.no_grad()
-    def _compute(self, seqs: list[list[int]]) -> list[tuple[torch.Tensor, ...]]:
-        dev = self.target.device
-        T = max(map(len, seqs))
-        ids = torch.zeros((len(seqs), T), dtype=torch.long)
-        for i, s in enumerate(seqs):  # right padding: valid positions never attend to the pads (causal)
-            ids[i, :len(s)] = torch.tensor(s)
-        feats, final = target_states(self.target, self.layer_ids, input_ids=ids.to(dev))
-        if not self.topk:
-            return [(feats[i, :len(s)].clone(), final[i, :len(s)].clone()) for i, s in enumerate(seqs)]
-        W = self.target.get_output_embeddings().weight
-        out = []
-        for i, s in enumerate(seqs):
-            top = torch.topk((final[i, :len(s)].to(W.dtype) @ W.T).float(), self.topk, dim=-1)  # sorted
-            out.append((feats[i, :len(s)].clone(), top.indices.to(torch.int32), top.values))
-        return out
-
-    def compute(self, seq: list[int]) -> tuple[torch.Tensor, ...]:
-        """One sequence's rows, not cached: (T, F*H) features, then as `get` returns them (unpadded)."""
-        return self._compute([seq])[0]
-
-    def get(self, keys: list[int], seqs: list[list[int]], T: int) -> tuple[torch.Tensor, ...]:
-        """For the sequences `seqs` (cache keys `keys`): padded (b, T, F*H) features, then (b, T, H) final hidden
-        states, or with `topk` the (b, T, k) top token ids and their logits."""
-        miss = [j for j, k in enumerate(keys) if k not in self.cache]
-        fresh = dict(zip(miss, self._compute([seqs[j] for j in miss]))) if miss else {}
-        rows = []
-        for j, k in enumerate(keys):
-            if k in self.cache:
-                rows.append(self.cache[k])
-                continue
-            row = fresh[j]
-            size = sum(t.numel() * t.element_size() for t in row)
-            if self.used + size <= self.budget:
-                self.cache[k], self.used = row, self.used + size
-            rows.append(row)
-        padded = tuple(t.new_zeros((len(keys), T, *t.shape[1:])) for t in rows[0])
-        for i, row in enumerate(rows):
-            for dst, t in zip(padded, row):
-                dst[i, :len(t)] = t
-        return padded
-
-
-@torch.no_grad()
-def target_states(target, layer_ids: list[int], **inputs) -> tuple[torch.Tensor, torch.Tensor]:
-    """One target forward (`inputs`: input_ids and optionally position_ids and a 4D attention_mask): the drafter's
-    context features (engine/models/features.py, as decoding reads them) and the final normed hidden states."""
-    with context_features(target, layer_ids) as features:
-        final = target.model(**inputs, use_cache=False).last_hidden_state
-    return features(final), final
-
-
-# -------------------------------------------------------------------------------------------- blocks
-def block_mask(anchors: torch.Tensor, ctx_len: int, block_size: int) -> torch.Tensor:
-    """(b, 1, n*B, ctx_len + n*B) bool, True = may attend. Keys are [context features, block 0, ..., block n-1];
-    the queries of block a (anchor p_a) see context positions < p_a and their own block (bidirectional) only.
-    A padding block (anchor 0) sees only itself, so no row is fully masked."""
-    b, n = anchors.shape
-    q_anchor = anchors.repeat_interleave(block_size, dim=1)                                  # (b, nB)
-    ctx = torch.arange(ctx_len, device=anchors.device)[None, None, :] < q_anchor[:, :, None]  # (b, nB, T)
-    blk = torch.arange(n * block_size, device=anchors.device) // block_size
-    own = (blk[:, None] == blk[None, :]).expand(b, -1, -1)                                   # (b, nB, nB)
-    return torch.cat([ctx, own], dim=2)[:, None]
-
-
-def make_batch(seqs: list[list[int]], anchors: list[list[int]], *, block_size: int, mask_id: int,
-               gamma: float, pad_to: int = 16, depth: int = 0) -> dict:
-    """CPU tensors for one drafter forward over all blocks of a batch of sequences.
-
-    rows = every (anchor, k >= 1) whose label x_{p+k} exists: `drow` indexes the flattened drafter output
-    (b * n * B), `trow` the flattened target states (b * T) at p+k-1, whose next-token distribution is x_{p+k}'s.
-    `depth` > 0 keeps only k <= depth (the block is still drafted whole; the head runs on fewer rows)."""
-    B, b = block_size, len(seqs)
-    n = max(1, max(map(len, anchors)))
-    T = -(-max(map(len, seqs)) // pad_to) * pad_to  # aligned key length suits the fused attention kernels
-    anc = torch.zeros((b, n), dtype=torch.long)
-    block = torch.full((b, n * B), mask_id, dtype=torch.long)
-    drow, trow, label, kk, slot = [], [], [], [], []
-    k = torch.arange(1, min(B, depth + 1) if depth > 0 else B)
-    for i, (s, a) in enumerate(zip(seqs, anchors)):
-        if not a:
-            continue
-        ids, A = torch.tensor(s), torch.tensor(a)
-        anc[i, :len(a)] = A
-        block[i, torch.arange(len(a)) * B] = ids[A]
-        P = A[:, None] + k                                   # (m, B-1) label positions
-        ok = P < len(s)
-        sl = torch.arange(len(a))[:, None].expand_as(P)
-        drow.append((i * n * B + sl * B + k)[ok])
-        trow.append((i * T + P - 1)[ok])
-        label.append(ids[P.clamp(max=len(s) - 1)][ok])
-        kk.append(k.expand_as(P)[ok])
-        slot.append(sl[ok])
-    cat = lambda xs: torch.cat(xs) if xs else torch.zeros(0, dtype=torch.long)
-    kk = cat(kk)
-    w = torch.exp(-(kk - 1).float() / gamma)
-    pos = torch.cat([torch.arange(T).expand(b, T), (anc[:, :, None] + torch.arange(B)).reshape(b, n * B)], dim=1)
-    return {"anchors": anc, "block_ids": block, "position_ids": pos, "T": T, "drow": cat(drow), "trow": cat(trow),
-            "labels": cat(label), "k": kk, "slot": cat(slot), "weights": w / w.sum().clamp_min(1e-9)}
-
-
-def draft_forward(drafter, embed_w: torch.Tensor, feats: torch.Tensor, batch: dict, dtype: torch.dtype) -> torch.Tensor:
-    """Drafter hidden states (b, n*B, H) for every block of the batch, in one forward (batch["mask"], when there is
-    one, replaces block_mask: blocks that see context features of their own, as ReAnchor's shifted blocks do)."""
-    dev = feats.device
-    noise = F.embedding(batch["block_ids"].to(dev, non_blocking=True), embed_w).to(dtype)
-    mask = batch["mask"].to(dev) if "mask" in batch else block_mask(batch["anchors"].to(dev, non_blocking=True),
-                                                                    batch["T"], drafter.block_size)
-    return drafter(position_ids=batch["position_ids"].to(dev, non_blocking=True), attention_mask=mask,
-                   noise_embedding=noise, target_hidden=feats.to(dtype))
-
-
-# ---------------------------------------------------------------------------------------------- model
-def make_drafter(target, *, num_layers: int, block_size: int, mask_id: int, target_layer_ids: list[int] | None):
-    from dflash import DFlashDraftModel
-
-    from ..models import drafter_config
-
-    cfg = drafter_config(target.config, num_layers=num_layers, block_size=block_size, mask_token_id=mask_id,
-                         target_layer_ids=target_layer_ids)
-    return DFlashDraftModel(cfg)
-
-
-@torch.no_grad()
-def init_from_target(drafter, target, layers: bool = True) -> list[str]:
-    """The drafter's final norm takes the target's (both feed the same frozen head, so logits start at the
-    target's scale). With `layers`, also start from the target's own top decoder layers (same shapes for a
-    Llama/Qwen target; q_norm/k_norm stay at 1, Llama has none) and let fc pass the deepest context layer
-    through unchanged. Returns what was copied."""
-    drafter.norm.weight.copy_(target.model.norm.weight.float())
-    if not layers:
-        return ["norm"]
-    names = ["self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj", "mlp.gate_proj",
-             "mlp.up_proj", "mlp.down_proj", "input_layernorm", "post_attention_layernorm"]
-    t_layers = target.model.layers
-    copied = []
-    for j, d in enumerate(drafter.layers):
-        src = len(t_layers) - len(drafter.layers) + j
-        for name in names:
-            dw, tw = d.get_submodule(name).weight, t_layers[src].get_submodule(name).weight
-            if dw.shape == tw.shape:
-                dw.copy_(tw.float())
-                copied.append(f"layers.{j}.{name}<-{src}")
-    H = drafter.config.hidden_size
-    drafter.fc.weight.zero_()
-    drafter.fc.weight[:, -H:] = torch.eye(H)  # the last target_layer_id is the deepest
-    return copied + ["norm"]
-
-
-@torch.no_grad()
-def folder_state(folder: Path) -> dict[str, torch.Tensor]:
-    """Every weight of a drafter folder, over its shards (model.safetensors or model-0000i-of-0000n.safetensors)."""
-    from safetensors.torch import load_file
-
-    state = {}
-    for f in sorted(folder.glob("model*.safetensors")):
-        state.update(load_file(f))
-    return state
-
-
-def load_weights(drafter, folder: Path) -> list[int]:
-    """Start from a trained drafter (`--init-from`): same target layers and hidden size; the block size may differ
-    (no weight depends on it). A drafter with more layers grows: the folder's layers come first and each new one on
-    top starts as the identity (o_proj and down_proj zero), so the grown drafter drafts exactly as the folder's
-    did. Returns the new layers' indices."""
-    state = folder_state(folder)
-    if not state:
-        raise InputError("init_from", f"{folder} holds no model*.safetensors")
-    own = drafter.state_dict()
-    n_old = len({k.split(".")[1] for k in state if k.startswith("layers.")})
-    new = list(range(n_old, len(drafter.layers)))
-    is_new = lambda k: k.startswith("layers.") and int(k.split(".")[1]) >= n_old
-    bad = sorted(k for k in own if not is_new(k) and (k not in state or state[k].shape != own[k].shape))
-    bad += sorted(set(state) - set(own))
-    if bad:
-        raise InputError("init_from", f"{folder} does not fit a drafter of these settings "
-                         f"(--layers/--target-layers; first mismatch: {bad[0]})")
-    drafter.load_state_dict({k: v.float() for k, v in state.items()}, strict=False)
-    with torch.no_grad():
-        for j in new:
-            drafter.layers[j].self_attn.o_proj.weight.zero_()
-            drafter.layers[j].mlp.down_proj.weight.zero_()
-    return new
-
-
-def lineage_of(folder: Path) -> list[dict]:
-    """The runs a drafter folder's weights come from (its train_log.json): theirs, then its own."""
-    prior = folder / "train_log.json"
-    if not prior.exists():
-        return []
-    pl = json.loads(prior.read_text())
-    return pl.get("lineage", []) + [{
-        "hardware": pl.get("hardware"), "steps": pl.get("steps"), "train_s": pl.get("train_s"),
-        "response_tokens": (pl.get("data") or {}).get("response_tokens"),
-        "tau_sim": (pl.get("evals") or [{}])[-1].get("tau_sim")}]
-
-
-def export(drafter, out: Path, card: str, log_obj: dict, max_shard: int) -> None:
-    """bf16 save_pretrained folder + README.md + train_log.json; each file replaced atomically."""
-    out.mkdir(parents=True, exist_ok=True)
-    tmp = out / ".export-tmp"
-    if tmp.exists():
-        for f in tmp.iterdir():
-            f.unlink()
-    m = copy.deepcopy(drafter).to(torch.bfloat16)
-    m.save_pretrained(tmp, max_shard_size=max_shard)
-    (tmp / "README.md").write_text(card)
-    (tmp / "train_log.json").write_text(json.dumps(log_obj, indent=1))
-    new = {f.name for f in tmp.iterdir()}
-    for f in out.glob("model*.safetensors*"):  # a differently sharded older export
-        if f.name not in new:
-            f.unlink()
-    for f in sorted(tmp.iterdir(), key=lambda f: f.name == "config.json"):  # config last: weights land first
-        os.replace(f, out / f.name)
-    tmp.rmdir()
-
-
-# ----------------------------------------------------------------------------------------------- eval
-def rollout(accepted: list[int], prompt_len: int, seq_len: int) -> list[tuple[int, int]]:
-    """Greedy DFlash rounds over a response: the first anchor is the prefill's token at prompt_len; a round at
-    anchor p commits accepted[p - prompt_len] drafts plus the bonus. Returns (anchor, accepted) per round."""
-    p, rounds = prompt_len, []
-    while p < seq_len - 1:
-        a = accepted[p - prompt_len]
-        rounds.append((p, a))
-        p += a + 1
-    return rounds
-
-
-def replay_rounds(accepted: list[int], prompt_len: int, seq_len: int) -> list[int]:
-    """accepted + 1 per round of the greedy rollout (rollout)."""
-    return [a + 1 for _, a in rollout(accepted, prompt_len, seq_len)]
-
-
-def frozen_head(W: torch.Tensor, chunk: int):
-    """The target's LM head as the drafter uses it: (..., H) -> (..., V) float logits, `chunk` rows per matmul."""
-    def head(x: torch.Tensor) -> torch.Tensor:
-        flat = x.reshape(-1, x.shape[-1])
-        out = torch.cat([(flat[r:r + chunk].to(W.dtype) @ W.T).float() for r in range(0, len(flat), chunk)])
-        return out.view(*x.shape[:-1], -1)
-    return head
-
-
-@torch.no_grad()
-def draft_matches(drafter, feats: Features, key: int, s: list[int], P: int, *, head, embed_w: torch.Tensor,
-                  dtype: torch.dtype, autocast, anchors_per_forward: int = 64) -> torch.Tensor:
-    """(anchors, B-1) bool for every anchor p in P..len(s)-2: the drafter's greedy draft at p+k equals x_{p+k}
-    (False past the end). The drafts come from the engine's own token rule, a variant's head included."""
-    from ..decode.drafting import propose
-
-    B, mask_id = drafter.block_size, int(drafter.mask_token_id)
-    anchors = list(range(P, len(s) - 1))
-    out = []
-    for c in range(0, len(anchors), anchors_per_forward):
-        part = anchors[c:c + anchors_per_forward]
-        batch = make_batch([s], [part], block_size=B, mask_id=mask_id, gamma=1.0)
-        f, *_ = feats.get([key], [s], batch["T"])
-        with autocast():
-            h = draft_forward(drafter, embed_w, f, batch, dtype)
-        hb = h.reshape(len(part), B, -1)[:, 1:].contiguous()  # the states predicting p+1 .. p+B-1
-        toks = propose(drafter, hb, torch.tensor([s[p] for p in part], device=h.device), head, 0.0, None,
-                       True).tokens.cpu()
-        match = torch.zeros((len(part), B - 1), dtype=torch.bool)
-        match[batch["slot"], batch["k"] - 1] = toks[batch["slot"], batch["k"] - 1] == batch["labels"]
-        out.append(match)
-    return torch.cat(out)
-
-
-@torch.no_grad()
-def eval_tau(drafter, feats: Features, seqs: list[tuple[list[int], int]], *, W: torch.Tensor, embed_w: torch.Tensor,
-             dtype: torch.dtype, autocast, anchors_per_forward: int = 64, chunk: int = 4096,
-             keys: list[int] | None = None) -> dict:
-    """tau_sim: greedy DFlash replayed on the target's greedy responses (see the module docstring). `keys` name the
-    sequences in the feature cache (default -1, -2, ...: apart from the training sequences' keys 0, 1, ...)."""
-    keys = keys or [-1 - i for i in range(len(seqs))]
-    B = drafter.block_size
-    head = frozen_head(W, chunk)
-    was_training = drafter.training
-    drafter.eval()
-    taus, rounds_all, acc_all, by_k = [], [], [], torch.zeros(B - 1)
-    for si, (s, P) in enumerate(seqs):
-        if len(s) - 1 <= P:
-            continue
-        match = draft_matches(drafter, feats, keys[si], s, P, head=head, embed_w=embed_w, dtype=dtype,
-                              autocast=autocast, anchors_per_forward=anchors_per_forward)
-        run = match.long().cumprod(dim=1)
-        by_k += run.sum(dim=0)
-        acc = run.sum(dim=1).tolist()
-        acc_all += acc
-        rounds = replay_rounds(acc, P, len(s))
-        rounds_all += rounds
-        taus.append(sum(rounds) / len(rounds))
-    drafter.train(was_training)
-    n = max(1, len(acc_all))
-    return {"tau_sim": round(sum(rounds_all) / max(1, len(rounds_all)), 4),
-            "tau_sim_mean_per_prompt": round(sum(taus) / max(1, len(taus)), 4),
-            "mean_accept_all_anchors": round(sum(acc_all) / n, 4),
-            "accept_rate_by_depth": [round(x / n, 4) for x in by_k.tolist()],
-            "prompts": len(taus), "rounds": len(rounds_all),
-            "label": "tau_sim: greedy DFlash replayed teacher-forced on the target's greedy responses to held-out prompts"}
-
-
-# ------------------------------------------------------------------------------------------------ main
-def _gamma(block_size: int) -> float:
-    return {16: 7.0, 8: 4.0}.get(block_size, block_size / 2.3)
-
-
-def lr_at(progress: float, base: float, warmup: float) -> float:
-    """Linear warmup over the first `warmup` fraction, then cosine to zero."""
-    if progress < warmup:
-        return base * max(progress, 1e-3) / warmup
-    return base * 0.5 * (1 + math.cos(math.pi * min(1.0, (progress - warmup) / (1 - warmup))))
-
-
-def model_card(info: dict) -> str:
-    ev = info.get("eval") or {}
-    rows = "\n".join(f"| {k} | {v} |" for k, v in info["table"].items())
-    return f"""# {info['name']}
-
-A DFlash block-diffusion drafter (`dflash.DFlashDraftModel`, {info['layers']} Qwen3-style layers, block size
-{info['block_size']}, mask token id {info['mask_id']}, target layers {info['target_layer_ids']}) for
-SmolLM2-135M-Instruct (the embedded target of ReAnchor Explorer). It has no embedding table or LM head of its
-own: it uses the target's, frozen. Trained by `engine/train/main.py` (the public DFlash recipe, see
-docs/training.md in the ReAnchor Explorer repository) on the target's own responses to prompts from `engine/train/prompts.py` (our own set; no
-benchmark items).
-
-| | |
-|---|---|
-{rows}
-
-**tau_sim = {ev.get('tau_sim', 'n/a')}** (block {info['block_size']}, greedy, {ev.get('prompts', 0)} held-out prompts):
-greedy DFlash replayed teacher-forced on the target's own greedy responses, a proxy for the engine's real
-greedy DFlash tau (equal up to numerics). Share of anchors whose drafts are accepted to depth k = 1..{info['block_size'] - 1}:
-{ev.get('accept_rate_by_depth', [])}.
-
-Load: `dflash.DFlashDraftModel.from_pretrained(folder)`; the engine: `load_models(drafter=folder)`.
-"""
+from .recipe import Features, default_gamma, draft_forward, init_from_target, lr_at, make_batch, make_drafter
 
 
 @dataclass
@@ -550,7 +199,7 @@ class Trainer:
                                      **({"fused": True} if self.cuda else {}))
         self.feats = Features(self.target, self.drafter.target_layer_ids, a.cache_gb or (40 if self.cuda else 4),
                               topk=a.head_topk)
-        self.gamma = a.gamma or _gamma(self.B)
+        self.gamma = a.gamma or default_gamma(self.B)
         self.chunk = a.chunk or (4096 if self.cuda else 512)
         self.n_anchors = min(512, a.anchors)
         n_params = sum(p.numel() for p in self.drafter.parameters())

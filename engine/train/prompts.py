@@ -1,5 +1,7 @@
 """Our own prompt set for drafter training: templates x topics x numbers, deterministic from a seed.
 
+Size: over 500 lines, most of them the templates and topic lists themselves (data, not logic).
+
 Everything here was written for this project (no benchmark items): Python tasks, arithmetic and word
 problems with varied numbers, explanations, lists, emails, comparisons, stories, how-tos, rewrites,
 conversions, function stubs to complete or edit, longer writing, role play, and texts to extract from.

@@ -1,5 +1,8 @@
 """Training the paper's drafter variants for the target (`python -m engine train --variant ...`).
 
+Size: about 700 lines in one module because Domino and DSpark share HeadTrainer whole and Draft-OPD's trainer reuses
+its head-rows cache and its sparse head loss: split by variant, each module would import the others' pieces.
+
 domino, dspark   only a new sequential head (engine/models/variants.py) on the frozen --init-from DFlash
                  backbone. The backbone never changes, so its block states are computed once per
                  (sequence, anchor) and cached (HeadRows, under --data/head-rows/, a file per 64 sequences named by
@@ -65,11 +68,13 @@ import torch.nn.functional as F
 from ..errors import InputError
 from ..models.variants import draft_value, variant_config, variant_name
 from ..paths import DRAFTERS
+from .checkpoint import folder_state, lineage_of
 from .data import log
-from .loss import head_loss, negatives
+from .evaluation import draft_matches, eval_tau, frozen_head, rollout
 from .flags import model_id
-from .main import (Trainer, draft_forward, draft_matches, eval_tau, folder_state, frozen_head, lineage_of, make_batch,
-                   rollout, target_states)
+from .loss import head_loss, negatives
+from .main import Trainer
+from .recipe import draft_forward, make_batch, target_states
 
 DEFAULT_TOPK = 16
 SEQS_PER_FILE = 64   # training sequences per head-rows cache file
