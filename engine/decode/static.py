@@ -309,7 +309,7 @@ class StaticEngine(Engine):
         mask[:, 0, :, span: span + rb] = torch.from_numpy(rvis).to(dev)[:, None, :]
         mask[:, 0, :, span + rb:] = True
         drafter, embed, scale, off = m.drafter, self.draft_embed, self.embed_scale, self.offset
-        upto = ctx.cap if captured else s + nb + n_in
+        upto = self.cap + ctx.cap if captured else s + nb + n_in   # captured: one bound past any row's block
 
         def call():
             ctx.cb, ctx.span, ctx.write = cb, span, write
@@ -367,7 +367,8 @@ class StaticEngine(Engine):
             if self._pool is None:
                 self._pool = torch.cuda.graph_pool_handle()
             graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph, pool=self._pool):
+            # thread-local: runs on other threads keep launching their kernels while this one captures
+            with torch.cuda.graph(graph, pool=self._pool, capture_error_mode="thread_local"):
                 out = call()
             # the rotary tables the graph reads stay alive even if a longer run elsewhere rebuilds them
             owner.__dict__.setdefault("tables", []).extend(

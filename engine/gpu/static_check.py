@@ -40,7 +40,7 @@ PROMPTS = ["Write a Python function that returns the n-th Fibonacci number.",
            "A train travels 60 km in 45 minutes. What is its average speed in km/h? Explain.",
            "Give me three tips for writing a clear email to a busy colleague.",
            "Write a Python class for a stack with push, pop and peek."]
-# z-lab/Qwen3-8B-DFlash-b16 on Qwen3-8B (../shared/design/DFLASH.md)
+# z-lab/Qwen3-8B-DFlash-b16 on Qwen3-8B: its config.json (block 16, five layers reading target layers 1, 9, 17, 25, 33)
 QWEN3_8B = dict(vocab_size=151936, hidden_size=4096, intermediate_size=12288, num_hidden_layers=36,
                 num_attention_heads=32, num_key_value_heads=8, head_dim=128, max_position_embeddings=40960,
                 rope_theta=1000000.0, rms_norm_eps=1e-6, tie_word_embeddings=False)
