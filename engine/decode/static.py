@@ -42,7 +42,7 @@ from ..models.onednn import linears
 from ..models.rotary import tabled
 from ..options import MAX_TRIE_NODES
 from .drafting import Drafts, propose
-from .engine import MASK_ALIGN, Engine, tree_visibility
+from .engine import Engine, _aligned, tree_visibility
 
 MIN_ROWS = 32   # verify rows a slot's buffers start with (DEFAULT_TREE_NODES); they double when a round needs more
 
@@ -50,10 +50,6 @@ MIN_ROWS = 32   # verify rows a slot's buffers start with (DEFAULT_TREE_NODES); 
 def bucket(n: int) -> int:
     """n rounded up to a power of two: the node and block counts a captured call is shaped for."""
     return 1 << max(n - 1, 0).bit_length()
-
-
-def _aligned(n: int) -> int:
-    return -(-n // MASK_ALIGN) * MASK_ALIGN
 
 
 class _TargetKV:
