@@ -2,10 +2,9 @@
 and rule, and round for round the eager Engine's (the same tries, accepted nodes and tokens), for every drafter kind;
 its buckets pad, its slots are per run and reused, and what it cannot do is refused by name."""
 import pytest
-import torch
 
 from engine.decode import DecodeConfig, Engine
-from engine.decode.cost import _PROFILES, budget_for
+from engine.decode.cost import _PROFILES, budget_for, engine_profile
 from engine.decode.static import StaticEngine, bucket
 from engine.errors import InputError
 from test_dflash2 import dflash2_models
@@ -79,7 +78,6 @@ def test_auto_budget_rounds_are_the_eager_ones():
     budget then picks the same blocks and nodes, so the rounds must agree."""
     m = tiny_models("llama", 3, block_size=5)
     eager, static = Engine(m), StaticEngine(m)
-    from engine.decode.cost import engine_profile
     _PROFILES[static] = engine_profile(eager, reps=1)
     ids = eager.encode_prompt("ab c")
     want = greedy_reference(m.target, ids, N_NEW)

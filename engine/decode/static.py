@@ -42,7 +42,7 @@ from ..models.onednn import linears
 from ..models.rotary import tabled
 from ..options import MAX_TRIE_NODES
 from .drafting import Drafts, propose
-from .engine import MASK_ALIGN, Engine, tree_visibility
+from .engine import Engine, _aligned, tree_visibility
 
 MIN_ROWS = 32   # verify rows a slot's buffers start with (DEFAULT_TREE_NODES); they double when a round needs more
 
@@ -50,10 +50,6 @@ MIN_ROWS = 32   # verify rows a slot's buffers start with (DEFAULT_TREE_NODES); 
 def bucket(n: int) -> int:
     """n rounded up to a power of two: the node and block counts a captured call is shaped for."""
     return 1 << max(n - 1, 0).bit_length()
-
-
-def _aligned(n: int) -> int:
-    return -(-n // MASK_ALIGN) * MASK_ALIGN
 
 
 class _TargetKV:
@@ -309,7 +305,7 @@ class StaticEngine(Engine):
         mask[:, 0, :, span: span + rb] = torch.from_numpy(rvis).to(dev)[:, None, :]
         mask[:, 0, :, span + rb:] = True
         drafter, embed, scale, off = m.drafter, self.draft_embed, self.embed_scale, self.offset
-        upto = ctx.cap if captured else s + nb + n_in
+        upto = self.cap + ctx.cap if captured else s + nb + n_in   # captured: one bound past any row's block
 
         def call():
             ctx.cb, ctx.span, ctx.write = cb, span, write
@@ -367,7 +363,8 @@ class StaticEngine(Engine):
             if self._pool is None:
                 self._pool = torch.cuda.graph_pool_handle()
             graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph, pool=self._pool):
+            # thread-local: runs on other threads keep launching their kernels while this one captures
+            with torch.cuda.graph(graph, pool=self._pool, capture_error_mode="thread_local"):
                 out = call()
             # the rotary tables the graph reads stay alive even if a longer run elsewhere rebuilds them
             owner.__dict__.setdefault("tables", []).extend(
