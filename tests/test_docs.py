@@ -14,13 +14,13 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 # a path into the repository with a file extension (module.attr references and globs are not files)
 FILE_REF = re.compile(r"(?<![\w/.])((?:docs|engine|app|tests|assets|\.ci)/[\w./-]*\.(?:md|py|sh|json|jsonl|txt|png))\b")
-NAMED_DOC = re.compile(r"\b(ALGORITHM\.md|DFLASH\.md|CONTRACT\.md|see the re" r"port)\b")  # split: not a hit itself
+NAMED_DOC = re.compile(r"\b(ALGORITHM\.md|DFLASH\.md|see the re" r"port)\b")  # split: not a hit itself
 LINK_ANCHOR = re.compile(r"\]\(([^)#\s]*)(?:#([^)\s]*))?\)")
 NOTEBOOK = ROOT / "docs/lab/notebook.md"   # the dated episodes; every other doc is reference
 
 
 def docs() -> list[Path]:
-    return [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md")), ROOT / "engine/CONTRACT.md"]
+    return [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 
 
 def tracked() -> list[Path]:

@@ -7,9 +7,8 @@ from engine.decode import DecodeConfig, Engine
 from engine.decode.cost import _PROFILES, budget_for, engine_profile
 from engine.decode.static import StaticEngine, bucket
 from engine.errors import InputError
-from test_dflash2 import dflash2_models
-from test_lossless import PROMPTS, configs, greedy_reference
-from tiny import tiny_models, tiny_variant_models
+from engine.decode.checks import LOSSLESS_PROMPTS as PROMPTS, greedy_reference, lossless_configs as configs
+from tiny import dflash2_models, tiny_models, tiny_variant_models
 
 N_NEW = 20
 

@@ -33,7 +33,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 from engine.decode import DecodeConfig, Engine  # noqa: E402
 from engine.decode.cost import budget_for, engine_profile  # noqa: E402
 from engine.decode.static import StaticEngine  # noqa: E402
-from engine.options import auto_label  # noqa: E402
+from engine.options import DEFAULT_MAX_NEW_TOKENS, auto_label  # noqa: E402
 
 LABELS = ("ar", "dflash", "ddtree", "reanchor", "reanchor-tree",
           "dflash-auto", "ddtree-auto", "reanchor-auto", "reanchor-tree-auto")
@@ -184,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=None)
     ap.add_argument("--device", default=None, help="default: cuda, or cpu with --rehearse")
     ap.add_argument("--prompts", type=int, default=2, help="per mode (--rehearse: at most 2)")
-    ap.add_argument("--max-new-tokens", type=int, default=128)
+    ap.add_argument("--max-new-tokens", type=int, default=DEFAULT_MAX_NEW_TOKENS)
     ap.add_argument("--budget-s", type=float, default=330.0, help="parts not started by then are skipped")
     ap.add_argument("--skip-8b", action="store_true")
     a = ap.parse_args(argv)
