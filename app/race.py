@@ -22,7 +22,6 @@ from engine.options import auto_label, mode_rule
 from . import race_view, session, views
 from .page import PLOTLY_JS
 from .examples import WRITTEN
-from .loader import dtype_name
 from .runs import bad_input, engine_or_error, field_error, parse_inputs, stream_run
 
 log = logging.getLogger("reanchor.app")
@@ -58,8 +57,11 @@ PRECISIONS = {"float32": "float32 (exact, token for token)", "bfloat16": "bfloat
 # the preset's prompt, CALIBRATION_TOKENS each, ended after CALIBRATION_S (the lanes' tokens/s so far then count).
 CALIBRATION_TOKENS = 24
 CALIBRATION_S = 40.0
-START_MODES = ["ddtree-auto", "reanchor-tree-auto", "dflash"]   # the start drafter, in every precision
-OTHER_MODES = ["ddtree", "dflash"]   # the other shipped drafters (float32): no auto budget without their own profile
+# Few lanes, so that each gets rounds enough within the bound on a loaded machine: the start drafter's modes in the
+# loaded precision, its trees' and chain's fastest in the other; the other shipped drafters' 32-node tree (float32:
+# no auto budget without a profile of their own drafter).
+START_MODES = {"float32": ["ddtree-auto", "reanchor-tree-auto", "dflash"], "bfloat16": ["ddtree-auto", "dflash"]}
+OTHER_MODES = ["ddtree"]
 # An inexact (bfloat16) configuration is chosen only when its tokens/s is at least this much above the best exact one.
 CLEARLY_FASTER = 1.15
 
@@ -73,7 +75,7 @@ def calibration_lanes(dtypes: list[str], drafters: list[str]) -> list[tuple[str,
     """(dtype, drafter, lane label) of the calibration race: float32 plain decoding first (the reference), then
     the start drafter's (drafters[0]) modes in every precision, the other drafters' in the loaded one."""
     out = [(dtypes[0], drafters[0], REFERENCE)]
-    out += [(d, drafters[0], m) for d in dtypes for m in START_MODES]
+    out += [(d, drafters[0], m) for d in dtypes for m in START_MODES.get(d, START_MODES["float32"])]
     return out + [(dtypes[0], dr, m) for dr in drafters[1:] for m in OTHER_MODES]
 
 
@@ -160,8 +162,8 @@ def lane_end(run) -> str:
 
 
 def interleave(ids: list[int], runs: list[tuple], st: dict, every: float = UPDATE_S):
-    """Step the lanes' runs one round each in turn (a lane that has ended is passed over), so that they share the
-    machine's load; each lane's clock (own, seconds) counts only the time spent stepping it: its prefill, its rounds
+    """Step the lanes' runs one round each in turn, the order reversed every other sweep (a lane that has ended is
+    passed over), so that they share the machine's load; each lane's clock (own, seconds) counts only the time spent stepping it: its prefill, its rounds
     and their records. `runs`: (Run, config) per lane. Yields (traces, own, statuses, ended) at most every `every`
     seconds while lanes run, then once with ended True: the final traces (None for a lane stopped in its prefill).
     The runs are the session's run (st["run"]) meanwhile."""
@@ -169,10 +171,13 @@ def interleave(ids: list[int], runs: list[tuple], st: dict, every: float = UPDAT
     traces, own, statuses = [None] * n, [0.0] * n, ["running"] * n
     gens = [stream_run(run.engine, run, ids, cfg) for run, cfg in runs]
     st["run"] = LaneRuns([run for run, _ in runs])
-    active, last = list(range(n)), 0.0
+    active, last, sweep = list(range(n)), 0.0, 0
     try:
         while active:
-            for i in list(active):
+            # the order alternates sweep by sweep (A B C, C B A, ...): no lane always runs right after the same other
+            # lane (whose memory traffic it would inherit)
+            sweep += 1
+            for i in list(active) if sweep % 2 else active[::-1]:
                 t0 = time.perf_counter()
                 live = next(gens[i], None)
                 own[i] += time.perf_counter() - t0
@@ -205,7 +210,8 @@ def drafter_menu(loader) -> list[str]:
 def calibrate(loader, tokens: int = CALIBRATION_TOKENS, limit_s: float = CALIBRATION_S) -> list[dict]:
     """The calibration race (at load, after the hardware profiles): calibration_lanes on the preset's prompt,
     interleaved round by round like a race's lanes, `tokens` each, stopped after `limit_s` seconds (a lane's
-    tokens/s so far then stands); fixed calibration, as the preset races. [{dtype, drafter, label, tokens, tps}]."""
+    tokens/s so far then stands: two rounds at least, else None); fixed calibration, as the preset races.
+    [{dtype, drafter, label, tokens, tps}]."""
     dtypes = [d for d in loader.race_dtypes() if d in loader.by_dtype]
     drafters = drafter_menu(loader)
     lanes, runs = [], []
@@ -227,8 +233,12 @@ def calibrate(loader, tokens: int = CALIBRATION_TOKENS, limit_s: float = CALIBRA
         if not ended and time.monotonic() - t0 > limit_s:
             st["run"].stop()
     for lane, trace, s in zip(lanes, traces, own):
-        n = race_view.lane_marks(trace, s)[-1][2] if trace else 0
-        lane.update(tokens=n, tps=round(n / s, 2) if n and s > 0 else None)
+        # tokens/s over the lane's rounds, the prefill left out: a lane the bound stops early (plain decoding, whose
+        # rounds are the most) would otherwise be judged mostly on its prefill
+        marks = race_view.lane_marks(trace, s) if trace else []
+        span = (marks[-1][0] - marks[0][0]) / 1000.0 if len(marks) > 2 else 0.0
+        lane.update(tokens=marks[-1][2] if marks else 0,
+                    tps=round((marks[-1][2] - marks[0][2]) / span, 2) if span > 0 else None)
     log.info("calibration race in %.1f s: %s", time.monotonic() - t0,
              ", ".join(f"{m['label']} ({m['drafter']}, {m['dtype']}) {m['tps']}" for m in lanes))
     return lanes
@@ -267,20 +277,21 @@ class Race:
         drafter when none is), waiting (and saying so) while a copy is still being built at load; yields status
         updates, returns (engine, dtype)."""
         engine = engine_or_error(self.loader)
-        dtype = precision or dtype_name(engine)
+        loaded = self.loader.race_dtypes()[0]   # the loaded engine's dtype (app.loader imports this module)
+        dtype = precision or loaded
         if drafter and drafter != self.loader.default_drafter():
             if drafter not in self.loader.drafter_choices():
                 raise bad_input(f"Drafter: {str(drafter)[:40]!r} not one of: {', '.join(self.loader.drafter_choices())}")
-            if dtype != dtype_name(engine):
+            if dtype != loaded:
                 raise bad_input(f"Drafter: a {dtype} race runs with the start drafter ({self.loader.default_drafter()}) "
-                                f"only; pick {dtype_name(engine)} for {drafter}")
+                                f"only; pick {loaded} for {drafter}")
             try:
                 return self.loader.engine_for(drafter), dtype
             except InputError as e:
                 raise field_error(e) from None
         if dtype not in self.loader.race_dtypes():
             raise bad_input(f"Precision: {str(dtype)[:40]!r} not one of: {', '.join(self.loader.race_dtypes())}")
-        while dtype not in self.loader.by_dtype and dtype != dtype_name(engine) and \
+        while dtype not in self.loader.by_dtype and dtype != loaded and \
                 not self.loader.profiles_done.is_set():
             yield gr.skip(), f"waiting for the {dtype} copy of the models ({self.loader.profile_status()})", gr.skip()
             self.loader.profiles_done.wait(1.0)

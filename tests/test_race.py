@@ -162,7 +162,7 @@ def test_demo_preset_is_the_fastest_exact_configuration_measured():
     assert (dtype, drafter, lanes, figures) == ("float32", "DFlash", race.AUTO_LANES, "") and "not measured yet" in why
     assert race.demo_preset([_m("ar", 10.0)], "bfloat16", "x")[:3] == ("bfloat16", "x", race.AUTO_LANES)
     assert race.calibration_lanes(["float32", "bfloat16"], ["DFlash", "DSpark"]) == [
-        ("float32", "DFlash", "ar"), *[(d, "DFlash", m) for d in ("float32", "bfloat16") for m in race.START_MODES],
+        ("float32", "DFlash", "ar"), *[(d, "DFlash", m) for d in ("float32", "bfloat16") for m in race.START_MODES[d]],
         *[("float32", "DSpark", m) for m in race.OTHER_MODES]]
     assert race.badge_words("float32") == "plain decoding" and race.versus("bfloat16") == "plain decoding in bfloat16"
     assert race.badge_words("bfloat16") == "plain decoding in bfloat16"   # one line: the caveat is in the note
@@ -191,7 +191,7 @@ def test_a_bfloat16_race_runs_every_lane_on_the_bfloat16_copy(racer):
     assert final["lanes"][1]["same"] is not None and final["lanes"][0]["tokens"] == 24
     ld.race_calibration = race.calibrate(ld, tokens=6)   # the loader's step after the profiles: both precisions
     assert {(m["dtype"], m["label"]) for m in ld.race_calibration} == \
-        {("float32", "ar")} | {(d, m) for d in ("float32", "bfloat16") for m in race.START_MODES}
+        {("float32", "ar")} | {(d, m) for d in ("float32", "bfloat16") for m in race.START_MODES[d]}
     assert all(m["tokens"] == 6 and m["tps"] > 0 for m in ld.race_calibration), ld.race_calibration
     assert "<details>" in racer.preset()[-1] and "Demo preset:" in racer.preset()[-1]
     note, control = racer.on_tab("bfloat16")   # the tab shown: the note, the offered precisions, the choice kept
