@@ -71,12 +71,15 @@ def precision_choices(dtypes: list[str]) -> list[tuple[str, str]]:
     return [(PRECISIONS.get(d, d), d) for d in dtypes]
 
 
-def calibration_lanes(dtypes: list[str], drafters: list[str]) -> list[tuple[str, str, str]]:
-    """(dtype, drafter, lane label) of the calibration race: float32 plain decoding first (the reference), then
-    the start drafter's (drafters[0]) modes in every precision, the other drafters' in the loaded one."""
-    out = [(dtypes[0], drafters[0], REFERENCE)]
-    out += [(d, drafters[0], m) for d in dtypes for m in START_MODES.get(d, START_MODES["float32"])]
-    return out + [(dtypes[0], dr, m) for dr in drafters[1:] for m in OTHER_MODES]
+def calibration_lanes(dtypes: list[str], drafters: list[str]) -> list[list[tuple[str, str, str]]]:
+    """The calibration race's groups of (dtype, drafter, lane label), each raced on its own with plain decoding in
+    its precision first: lanes interleaved on one set of weights, since a lane stepped after another precision's
+    finds its weights out of the caches (plain decoding, memory-bound, most). The start drafter's (drafters[0])
+    modes in each precision, then the other drafters' in the loaded one."""
+    groups = [[(d, drafters[0], REFERENCE)] + [(d, drafters[0], m) for m in START_MODES.get(d, START_MODES["float32"])]
+              for d in dtypes]
+    others = [(dtypes[0], dr, m) for dr in drafters[1:] for m in OTHER_MODES]
+    return groups + ([[(dtypes[0], drafters[1], REFERENCE)] + others] if others else [])
 
 
 def demo_preset(measured: list[dict] | None, loaded: str = "float32", drafter: str = "") \
@@ -86,30 +89,39 @@ def demo_preset(measured: list[dict] | None, loaded: str = "float32", drafter: s
     loaded dtype's auto lanes). The fastest exact (`loaded`, float32) configuration, unless an inexact one is
     CLEARLY_FASTER; its lanes: plain decoding and that (dtype, drafter)'s two fastest modes. `why`: one sentence;
     `figures`: every candidate's tokens/s and ×N against plain decoding, a Markdown table."""
-    ref = next((m for m in measured or [] if m["label"] == REFERENCE and m.get("tps")), None)
+    plain: dict[str, float] = {}   # dtype -> its plain decoding's tokens/s (its first group's)
+    group_ref: dict[int, float] = {}
+    for m in measured or []:
+        if m["label"] == REFERENCE and m.get("tps"):
+            plain.setdefault(m["dtype"], m["tps"])
+            group_ref[m.get("group", 0)] = m["tps"]
+    ref = {"tps": plain[loaded]} if loaded in plain else None
     if ref is None:
         return loaded, drafter, AUTO_LANES, ("not measured yet (a short calibration race runs after this machine's "
                                              f"profile): {', '.join(AUTO_LANES[1:])} in {loaded} meanwhile"), ""
-    cands = [m for m in measured if m["label"] != REFERENCE and m.get("tps")]
+    cands = [m for m in measured if m["label"] != REFERENCE and m.get("tps") and m.get("group", 0) in group_ref]
     if not cands:
         return loaded, drafter, AUTO_LANES, f"the calibration race measured no speculative lane: {loaded}", ""
-    x = {id(m): m["tps"] / ref["tps"] for m in cands}
+    # ×N against the loaded precision's plain decoding: against its own group's plain decoding (raced beside it),
+    # times its precision's plain decoding over the loaded one's
+    x = {id(m): m["tps"] / group_ref[m.get("group", 0)] * plain.get(m["dtype"], ref["tps"]) / ref["tps"]
+         for m in cands}
     exact = [m for m in cands if m["dtype"] == loaded]
-    best = max(exact or cands, key=lambda m: m["tps"])
-    inexact = max((m for m in cands if m["dtype"] != loaded), key=lambda m: m["tps"], default=None)
+    best = max(exact or cands, key=lambda m: x[id(m)])
+    inexact = max((m for m in cands if m["dtype"] != loaded), key=lambda m: x[id(m)], default=None)
     why = ""
-    if inexact is not None and (not exact or inexact["tps"] >= CLEARLY_FASTER * best["tps"]):
-        why = (f", {inexact['tps'] / best['tps']:.2f}× the best exact configuration ({best['label']} in {loaded})"
+    if inexact is not None and (not exact or x[id(inexact)] >= CLEARLY_FASTER * x[id(best)]):
+        why = (f", {x[id(inexact)] / x[id(best)]:.2f}× the best exact configuration ({best['label']} in {loaded})"
                if exact else "")
         best = inexact
     group = sorted((m for m in cands if (m["dtype"], m["drafter"]) == (best["dtype"], best["drafter"])),
-                   key=lambda m: -m["tps"])
+                   key=lambda m: -x[id(m)])
     lanes = [REFERENCE] + [m["label"] for m in group[:2]]
     exact_word = "exact" if best["dtype"] == loaded else "not exact"
     why = (f"{best['label']} with the {best['drafter']} drafter in {best['dtype']} ({exact_word}) ran fastest here: "
            f"{x[id(best)]:.2f}× {loaded} plain decoding in a {CALIBRATION_TOKENS}-token calibration race{why}")
     rows = "\n".join(f"| {m['label']} | {m['drafter']} | {m['dtype']} | {m['tps']:.1f} | {x[id(m)]:.2f}× |"
-                      for m in sorted(cands, key=lambda m: -m["tps"]))
+                      for m in sorted(cands, key=lambda m: -x[id(m)]))
     figures = (f"| lane | drafter | precision | tokens/s | × {loaded} plain decoding ({ref['tps']:.1f} tokens/s) |\n"
                f"|---|---|---|---|---|\n{rows}")
     return best["dtype"], best["drafter"], lanes, why, figures
@@ -208,40 +220,46 @@ def drafter_menu(loader) -> list[str]:
 
 
 def calibrate(loader, tokens: int = CALIBRATION_TOKENS, limit_s: float = CALIBRATION_S) -> list[dict]:
-    """The calibration race (at load, after the hardware profiles): calibration_lanes on the preset's prompt,
-    interleaved round by round like a race's lanes, `tokens` each, stopped after `limit_s` seconds (a lane's
-    tokens/s so far then stands: two rounds at least, else None); fixed calibration, as the preset races.
-    [{dtype, drafter, label, tokens, tps}]."""
+    """The calibration race (at load, after the hardware profiles): calibration_lanes on the preset's prompt, each
+    group interleaved round by round like a race's lanes, `tokens` each, stopped after its share of `limit_s`
+    seconds (a lane's tokens/s so far then stands: two rounds at least, else None); fixed calibration, as the
+    preset races. [{group, dtype, drafter, label, tokens, tps}]."""
     dtypes = [d for d in loader.race_dtypes() if d in loader.by_dtype]
-    drafters = drafter_menu(loader)
-    lanes, runs = [], []
-    for dtype, drafter, label in calibration_lanes(dtypes, drafters):
-        try:
-            engine = loader.engine_for(drafter) if dtype == dtypes[0] else loader.race_engine(dtype)
-        except Exception as e:  # noqa: BLE001 (a shipped drafter that does not load here: left out, logged)
-            log.warning("calibration: no %s engine for %s: %s", dtype, drafter, e)
+    groups = calibration_lanes(dtypes, drafter_menu(loader))
+    out, t_all = [], time.monotonic()
+    for g, group in enumerate(groups):
+        lanes, runs = [], []
+        for dtype, drafter, label in group:
+            try:
+                engine = loader.engine_for(drafter) if dtype == dtypes[0] else loader.race_engine(dtype)
+            except Exception as e:  # noqa: BLE001 (a shipped drafter that does not load here: left out, logged)
+                log.warning("calibration: no %s engine for %s: %s", dtype, drafter, e)
+                continue
+            mode, rule, k, N = lane_config(label)
+            cfg = DecodeConfig(mode=mode, rule=rule, max_new_tokens=tokens, max_shifted=k, max_trie_nodes=N,
+                               calibration="fixed")
+            ids = engine.encode_prompt(DEMO_PROMPT)
+            lanes.append({"group": g, "dtype": dtype, "drafter": drafter, "label": label})
+            runs.append((engine.run(ids, cfg, budget_for(engine, cfg)), {
+                "mode": mode, "rule": rule, "temperature": 0.0, "seed": 0, "max_new_tokens": tokens,
+                "max_shifted": k, "max_trie_nodes": N}))
+        if not runs:
             continue
-        mode, rule, k, N = lane_config(label)
-        cfg = DecodeConfig(mode=mode, rule=rule, max_new_tokens=tokens, max_shifted=k, max_trie_nodes=N,
-                           calibration="fixed")
-        ids = engine.encode_prompt(DEMO_PROMPT)
-        lanes.append({"dtype": dtype, "drafter": drafter, "label": label})
-        runs.append((engine.run(ids, cfg, budget_for(engine, cfg)), {"mode": mode, "rule": rule, "temperature": 0.0,
-                     "seed": 0, "max_new_tokens": tokens, "max_shifted": k, "max_trie_nodes": N}))
-    st, t0 = {}, time.monotonic()
-    for traces, own, _, ended in interleave(ids, runs, st, every=0.5):
-        if not ended and time.monotonic() - t0 > limit_s:
-            st["run"].stop()
-    for lane, trace, s in zip(lanes, traces, own):
-        # tokens/s over the lane's rounds, the prefill left out: a lane the bound stops early (plain decoding, whose
-        # rounds are the most) would otherwise be judged mostly on its prefill
-        marks = race_view.lane_marks(trace, s) if trace else []
-        span = (marks[-1][0] - marks[0][0]) / 1000.0 if len(marks) > 2 else 0.0
-        lane.update(tokens=marks[-1][2] if marks else 0,
-                    tps=round((marks[-1][2] - marks[0][2]) / span, 2) if span > 0 else None)
-    log.info("calibration race in %.1f s: %s", time.monotonic() - t0,
-             ", ".join(f"{m['label']} ({m['drafter']}, {m['dtype']}) {m['tps']}" for m in lanes))
-    return lanes
+        st, t0 = {}, time.monotonic()
+        for traces, own, _, ended in interleave(ids, runs, st, every=0.5):
+            if not ended and time.monotonic() - t0 > limit_s / len(groups):
+                st["run"].stop()
+        for lane, trace, s in zip(lanes, traces, own):
+            # tokens/s over the lane's rounds, the prefill left out: a lane the bound stops early (plain decoding,
+            # whose rounds are the most) would otherwise be judged mostly on its prefill
+            marks = race_view.lane_marks(trace, s) if trace else []
+            span = (marks[-1][0] - marks[0][0]) / 1000.0 if len(marks) > 2 else 0.0
+            lane.update(tokens=marks[-1][2] if marks else 0,
+                        tps=round((marks[-1][2] - marks[0][2]) / span, 2) if span > 0 else None)
+        out += lanes
+    log.info("calibration race in %.1f s: %s", time.monotonic() - t_all,
+             ", ".join(f"{m['label']} ({m['drafter']}, {m['dtype']}) {m['tps']}" for m in out))
+    return out
 
 
 class Race:

@@ -161,9 +161,16 @@ def test_demo_preset_is_the_fastest_exact_configuration_measured():
     dtype, drafter, lanes, why, figures = race.demo_preset(None, "float32", "DFlash")   # not measured yet
     assert (dtype, drafter, lanes, figures) == ("float32", "DFlash", race.AUTO_LANES, "") and "not measured yet" in why
     assert race.demo_preset([_m("ar", 10.0)], "bfloat16", "x")[:3] == ("bfloat16", "x", race.AUTO_LANES)
-    assert race.calibration_lanes(["float32", "bfloat16"], ["DFlash", "DSpark"]) == [
-        ("float32", "DFlash", "ar"), *[(d, "DFlash", m) for d in ("float32", "bfloat16") for m in race.START_MODES[d]],
-        *[("float32", "DSpark", m) for m in race.OTHER_MODES]]
+    assert race.calibration_lanes(["float32", "bfloat16"], ["DFlash", "DSpark"]) == [   # a group per weights
+        [(d, "DFlash", m) for m in ["ar", *race.START_MODES[d]]] for d in ("float32", "bfloat16")] + [
+        [("float32", "DSpark", m) for m in ["ar", *race.OTHER_MODES]]]
+    # each group against its own plain decoding, bfloat16 scaled by its plain decoding over float32's
+    grouped = [{**_m("ar", 10.0), "group": 0}, {**_m("ddtree-auto", 13.0), "group": 0},
+               {**_m("ar", 5.0, "bfloat16"), "group": 1}, {**_m("ddtree-auto", 8.0, "bfloat16"), "group": 1},
+               {**_m("ar", 4.0), "group": 2}, {**_m("ddtree", 6.0, drafter="DSpark"), "group": 2}]
+    dtype, drafter, lanes, why, figures = race.demo_preset(grouped, "float32", "DFlash")
+    assert (dtype, drafter) == ("float32", "DSpark") and "1.50× float32 plain decoding" in why, why   # 6 / 4
+    assert "| ddtree-auto | DFlash | bfloat16 | 8.0 | 0.80× |" in figures, figures   # 8 / 5 * 5 / 10
     assert race.badge_words("float32") == "plain decoding" and race.versus("bfloat16") == "plain decoding in bfloat16"
     assert race.badge_words("bfloat16") == "plain decoding in bfloat16"   # one line: the caveat is in the note
     assert "Not exact" in race.precision_note("bfloat16") and race.precision_note("float32") == ""
@@ -191,7 +198,7 @@ def test_a_bfloat16_race_runs_every_lane_on_the_bfloat16_copy(racer):
     assert final["lanes"][1]["same"] is not None and final["lanes"][0]["tokens"] == 24
     ld.race_calibration = race.calibrate(ld, tokens=6)   # the loader's step after the profiles: both precisions
     assert {(m["dtype"], m["label"]) for m in ld.race_calibration} == \
-        {("float32", "ar")} | {(d, m) for d in ("float32", "bfloat16") for m in race.START_MODES[d]}
+        {(d, m) for d in ("float32", "bfloat16") for m in ["ar", *race.START_MODES[d]]}
     assert all(m["tokens"] == 6 and m["tps"] > 0 for m in ld.race_calibration), ld.race_calibration
     assert "<details>" in racer.preset()[-1] and "Demo preset:" in racer.preset()[-1]
     note, control = racer.on_tab("bfloat16")   # the tab shown: the note, the offered precisions, the choice kept
