@@ -60,6 +60,8 @@ class ModelLoader:
         self.profile_times: dict[str, float] = {}   # dtype -> seconds its profile took
         self.by_dtype: dict[str, object] = {}   # dtype -> the start drafter's Engine in it (the race's precision)
         self.profiles_done = threading.Event()   # set when profiling ends (or never runs): a race waits on it
+        self.calibrating = False
+        self.race_calibration: list[dict] | None = None   # the calibration race's lanes (app.race.calibrate)
 
     def on_phase(self, fn) -> None:
         """Call fn() whenever the status line moves to a new phase: models loaded (the hardware profile may
@@ -105,6 +107,7 @@ class ModelLoader:
             self._profile(self.engine)
             if dtype_name(self.engine) == "float32":
                 self._profile(self._lower_precision())
+            self._calibrate()
         self.profile_step = None
         self.profiles_done.set()
         from .session import give_back_memory
@@ -127,6 +130,19 @@ class ModelLoader:
         self.by_dtype["bfloat16"] = engine
         log.info("bfloat16 copy of the target and drafter built for the race's precision choice")
         return engine
+
+    def _calibrate(self) -> None:
+        """The race preset's calibration race (app.race.calibrate), once the profiles are measured: seconds, bounded;
+        the page is up meanwhile and the preset says it is not measured yet."""
+        from .race import calibrate
+
+        self.calibrating = True
+        try:
+            self.race_calibration = calibrate(self)
+        except Exception:  # the preset then says it measured nothing; the app serves on
+            traceback.print_exc()
+        finally:
+            self.calibrating = False
 
     def _profile(self, engine) -> None:
         """The auto budget's hardware profile of `engine`, measured now (the model answers runs meanwhile; an
@@ -233,6 +249,9 @@ class ModelLoader:
 
     def profile_status(self) -> str:
         """What the page says of the auto budget's hardware profile."""
+        if self.calibrating:
+            return ("measuring this machine for the race preset: a short calibration race of every candidate lane "
+                    "(once; runs may start meanwhile)")
         if self.profiling:
             done, total = self.profile_step
             which = " in bfloat16 (the race's bfloat16 lanes)" if self.profile_dtype == "bfloat16" and \

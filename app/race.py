@@ -20,7 +20,6 @@ from engine.options import DEFAULT_RULE, DEFAULT_TREE_NODES, auto_label, mode_ru
 from . import assets, race_view, session, views
 from .page import PLOTLY_JS
 from .examples import WRITTEN
-from .loader import dtype_name
 from .runs import bad_input, engine_or_error, field_error, parse_inputs, stream_run
 
 log = logging.getLogger("reanchor.app")
@@ -40,11 +39,6 @@ MIN_LANES, MAX_LANES = 2, 4
 RACE_MAX_NEW = 256          # a demo, not a benchmark: bounds what a session's race holds (four traces)
 UPDATE_S = 0.1              # the live lanes at most this often (every round on the embedded model)
 DEMO_PROMPT = dict(WRITTEN)["code: Fibonacci"]
-# The profile's verify(32) / verify(1): under this a 32-node tree costs about one token's pass (memory-bound,
-# a GPU), so the fixed 32-node trees win; above it (compute-bound, a CPU) each node costs, and the auto budget
-# sizes each round's tree to what pays on this machine. (bf16 on the 2-core CPU measured 1.5: not flat; the
-# auto budget beat the fixed 32-node trees there, 1.34x against 1.23x.)
-FLAT_VERIFY = 1.3
 NOTE = ("Lanes ran interleaved round by round on this machine (one round of each lane in turn, so they share its "
         "load); each lane's clock counts only its own rounds. Replayed side by side on that clock (measured time) "
         "or on target forward passes (hardware-free).")
@@ -56,11 +50,18 @@ def lane_config(label: str) -> tuple[str, str, str | None, str | None]:
 
 
 AUTO_LANES = ["ar", "ddtree-auto", "reanchor-tree-auto"]
-FIXED_LANES = ["ar", "ddtree", "reanchor-tree"]
 PRECISIONS = {"float32": "float32 (exact, token for token)", "bfloat16": "bfloat16 (faster trees on a CPU, not exact)"}
-# A dtype other than the loaded one is picked when its 32-node verify, relative to its own one-token pass, is at
-# least this much cheaper than the loaded dtype's: the exact one wins near-ties.
-PREFER_EXACT = 1.2
+# The calibration race at load: every candidate lane beside float32 plain decoding, interleaved round by round on
+# the preset's prompt, CALIBRATION_TOKENS each, ended after CALIBRATION_S (the lanes' tokens/s so far then count).
+CALIBRATION_TOKENS = 24
+CALIBRATION_S = 40.0
+# Few lanes, so that each gets rounds enough within the bound on a loaded machine: the start drafter's modes in the
+# loaded precision, its trees' and chain's fastest in the other; the other shipped drafters' 32-node tree (float32:
+# no auto budget without a profile of their own drafter).
+START_MODES = {"float32": ["ddtree-auto", "reanchor-tree-auto", "dflash"], "bfloat16": ["ddtree-auto", "dflash"]}
+OTHER_MODES = ["ddtree"]
+# An inexact (bfloat16) configuration is chosen only when its tokens/s is at least this much above the best exact one.
+CLEARLY_FASTER = 1.15
 
 
 def precision_choices(dtypes: list[str]) -> list[tuple[str, str]]:
@@ -68,45 +69,60 @@ def precision_choices(dtypes: list[str]) -> list[tuple[str, str]]:
     return [(PRECISIONS.get(d, d), d) for d in dtypes]
 
 
-def tree_cost(profile) -> float:
-    """verify(32) / verify(1): what a 32-node tree costs in one-token passes of the same dtype."""
-    return profile.verify(DEFAULT_TREE_NODES) / max(profile.verify(1), 1e-9)
+def calibration_lanes(dtypes: list[str], drafters: list[str]) -> list[list[tuple[str, str, str]]]:
+    """The calibration race's groups of (dtype, drafter, lane label), each raced on its own with plain decoding in
+    its precision first: lanes interleaved on one set of weights, since a lane stepped after another precision's
+    finds its weights out of the caches (plain decoding, memory-bound, most). The start drafter's (drafters[0])
+    modes in each precision, then the other drafters' in the loaded one."""
+    groups = [[(d, drafters[0], REFERENCE)] + [(d, drafters[0], m) for m in START_MODES.get(d, START_MODES["float32"])]
+              for d in dtypes]
+    others = [(dtypes[0], dr, m) for dr in drafters[1:] for m in OTHER_MODES]
+    return groups + ([[(dtypes[0], drafters[1], REFERENCE)] + others] if others else [])
 
 
-def demo_preset(profiles: dict) -> tuple[str, list[str], str]:
-    """(dtype, lanes, why) for this machine from its measured hardware profiles (engine.decode.cost.Profile),
-    `profiles` = {dtype: Profile or None (not measured yet)}, the loaded dtype first. A flat profile (a GPU)
-    keeps the loaded dtype and races the fixed 32-node trees; a compute-bound one (a CPU) races the auto budget
-    in the dtype whose trees cost least against its own one-token pass."""
-    loaded = next(iter(profiles))
-    measured = {d: p for d, p in profiles.items() if p is not None}
-    if loaded not in measured:
-        return loaded, AUTO_LANES, ("this machine is not measured yet (the status line shows the profile's "
-                                    f"progress): the CPU choice, {loaded}")
-    cost = {d: tree_cost(p) for d, p in measured.items()}
-    where = measured[loaded].device
-    if cost[loaded] < FLAT_VERIFY:
-        return loaded, FIXED_LANES, (
-            f"on this machine ({where}, {loaded}) verifying {DEFAULT_TREE_NODES} nodes costs {cost[loaded]:.1f}× one token's pass: "
-            f"big trees are nearly free, so the fixed {DEFAULT_TREE_NODES}-node trees")
-    dtype = min(cost, key=lambda d: cost[d] * (1 if d == loaded else PREFER_EXACT))
-    figures = "; ".join(f"{d} {cost[d]:.1f}× ({p.verify(DEFAULT_TREE_NODES):.0f} ms against {p.verify(1):.0f} ms)"
-                        for d, p in measured.items())
-    why = (f"on this machine ({where}) verifying {DEFAULT_TREE_NODES} tree nodes costs, in one-token passes of the same precision: "
-           f"{figures}. ")
-    missing = [d for d in profiles if d not in measured]
-    if dtype == loaded:
-        return dtype, AUTO_LANES, why + (
-            f"Each node costs, so {dtype} with the auto budget sizing every round's tree to what pays here"
-            + (f" ({', '.join(missing)} not measured yet)" if missing else ""))
-    p, q = measured[dtype], measured[loaded]
-    speed = q.verify(1) / p.verify(1)   # plain decoding is one one-token pass a token
-    return dtype, AUTO_LANES, why + (
-        f"Trees pay most in {dtype}, so {dtype} lanes with the auto budget. ×N compares with plain decoding in "
-        f"{dtype}, whose one-token pass costs {p.verify(1):.0f} ms against {q.verify(1):.0f} ms in {loaded}: "
-        f"{dtype} plain decoding runs at about {speed:.2f}× {loaded}'s tokens/s here"
-        + (f", so ×N over-states the gain over exact {loaded} plain decoding" if speed < 1 else "")
-        + f". {dtype} is not exact: pick {loaded} for token-for-token text")
+def demo_preset(measured: list[dict] | None, loaded: str = "float32", drafter: str = "") \
+        -> tuple[str, str, list[str], str, str]:
+    """(dtype, drafter, lanes, why, figures) from the calibration race's measured tokens/s: `measured` = [{dtype,
+    drafter, label, tps}], plain decoding (label "ar", the loaded dtype) among them; None: not measured yet (the
+    loaded dtype's auto lanes). The fastest exact (`loaded`, float32) configuration, unless an inexact one is
+    CLEARLY_FASTER; its lanes: plain decoding and that (dtype, drafter)'s two fastest modes. `why`: one sentence;
+    `figures`: every candidate's tokens/s and ×N against plain decoding, a Markdown table."""
+    plain: dict[str, float] = {}   # dtype -> its plain decoding's tokens/s (its first group's)
+    group_ref: dict[int, float] = {}
+    for m in measured or []:
+        if m["label"] == REFERENCE and m.get("tps"):
+            plain.setdefault(m["dtype"], m["tps"])
+            group_ref[m.get("group", 0)] = m["tps"]
+    ref = {"tps": plain[loaded]} if loaded in plain else None
+    if ref is None:
+        return loaded, drafter, AUTO_LANES, ("not measured yet (a short calibration race runs after this machine's "
+                                             f"profile): {', '.join(AUTO_LANES[1:])} in {loaded} meanwhile"), ""
+    cands = [m for m in measured if m["label"] != REFERENCE and m.get("tps") and m.get("group", 0) in group_ref]
+    if not cands:
+        return loaded, drafter, AUTO_LANES, f"the calibration race measured no speculative lane: {loaded}", ""
+    # ×N against the loaded precision's plain decoding: against its own group's plain decoding (raced beside it),
+    # times its precision's plain decoding over the loaded one's
+    x = {id(m): m["tps"] / group_ref[m.get("group", 0)] * plain.get(m["dtype"], ref["tps"]) / ref["tps"]
+         for m in cands}
+    exact = [m for m in cands if m["dtype"] == loaded]
+    best = max(exact or cands, key=lambda m: x[id(m)])
+    inexact = max((m for m in cands if m["dtype"] != loaded), key=lambda m: x[id(m)], default=None)
+    why = ""
+    if inexact is not None and (not exact or x[id(inexact)] >= CLEARLY_FASTER * x[id(best)]):
+        why = (f", {x[id(inexact)] / x[id(best)]:.2f}× the best exact configuration ({best['label']} in {loaded})"
+               if exact else "")
+        best = inexact
+    group = sorted((m for m in cands if (m["dtype"], m["drafter"]) == (best["dtype"], best["drafter"])),
+                   key=lambda m: -x[id(m)])
+    lanes = [REFERENCE] + [m["label"] for m in group[:2]]
+    exact_word = "exact" if best["dtype"] == loaded else "not exact"
+    why = (f"{best['label']} with the {best['drafter']} drafter in {best['dtype']} ({exact_word}) ran fastest here: "
+           f"{x[id(best)]:.2f}× {loaded} plain decoding in a {CALIBRATION_TOKENS}-token calibration race{why}")
+    rows = "\n".join(f"| {m['label']} | {m['drafter']} | {m['dtype']} | {m['tps']:.1f} | {x[id(m)]:.2f}× |"
+                      for m in sorted(cands, key=lambda m: -x[id(m)]))
+    figures = (f"| lane | drafter | precision | tokens/s | × {loaded} plain decoding ({ref['tps']:.1f} tokens/s) |\n"
+               f"|---|---|---|---|---|\n{rows}")
+    return best["dtype"], best["drafter"], lanes, why, figures
 
 
 def versus(dtype: str) -> str:
@@ -155,20 +171,23 @@ def lane_end(run) -> str:
         "stopped" if (run.result or {}).get("stopped") else "done"
 
 
-def interleave(engine, ids: list[int], runs: list[tuple], st: dict, every: float = UPDATE_S):
-    """Step the lanes' runs one round each in turn (a lane that has ended is passed over), so that they share the
-    machine's load; each lane's clock (own, seconds) counts only the time spent stepping it: its prefill, its rounds
+def interleave(ids: list[int], runs: list[tuple], st: dict, every: float = UPDATE_S):
+    """Step the lanes' runs one round each in turn, the order reversed every other sweep (a lane that has ended is
+    passed over), so that they share the machine's load; each lane's clock (own, seconds) counts only the time spent stepping it: its prefill, its rounds
     and their records. `runs`: (Run, config) per lane. Yields (traces, own, statuses, ended) at most every `every`
     seconds while lanes run, then once with ended True: the final traces (None for a lane stopped in its prefill).
     The runs are the session's run (st["run"]) meanwhile."""
     n = len(runs)
     traces, own, statuses = [None] * n, [0.0] * n, ["running"] * n
-    gens = [stream_run(engine, run, ids, cfg) for run, cfg in runs]
+    gens = [stream_run(run.engine, run, ids, cfg) for run, cfg in runs]
     st["run"] = LaneRuns([run for run, _ in runs])
-    active, last = list(range(n)), 0.0
+    active, last, sweep = list(range(n)), 0.0, 0
     try:
         while active:
-            for i in list(active):
+            # the order alternates sweep by sweep (A B C, C B A, ...): no lane always runs right after the same other
+            # lane (whose memory traffic it would inherit)
+            sweep += 1
+            for i in list(active) if sweep % 2 else active[::-1]:
                 t0 = time.perf_counter()
                 live = next(gens[i], None)
                 own[i] += time.perf_counter() - t0
@@ -192,23 +211,70 @@ def interleave(engine, ids: list[int], runs: list[tuple], st: dict, every: float
     yield traces, own, statuses, True
 
 
+def drafter_menu(loader) -> list[str]:
+    """The race's Drafter menu: the start drafter first, then the loader's other choices."""
+    start = loader.default_drafter()
+    return [start] + [d for d in loader.drafter_choices() if d != start]
+
+
+def calibrate(loader, tokens: int = CALIBRATION_TOKENS, limit_s: float = CALIBRATION_S) -> list[dict]:
+    """The calibration race (at load, after the hardware profiles): calibration_lanes on the preset's prompt, each
+    group interleaved round by round like a race's lanes, `tokens` each, stopped after its share of `limit_s`
+    seconds (a lane's tokens/s so far then stands: two rounds at least, else None); fixed calibration, as the
+    preset races. [{group, dtype, drafter, label, tokens, tps}]."""
+    dtypes = [d for d in loader.race_dtypes() if d in loader.by_dtype]
+    groups = calibration_lanes(dtypes, drafter_menu(loader))
+    out, t_all = [], time.monotonic()
+    for g, group in enumerate(groups):
+        lanes, runs = [], []
+        for dtype, drafter, label in group:
+            try:
+                engine = loader.engine_for(drafter) if dtype == dtypes[0] else loader.race_engine(dtype)
+            except Exception as e:  # noqa: BLE001 (a shipped drafter that does not load here: left out, logged)
+                log.warning("calibration: no %s engine for %s: %s", dtype, drafter, e)
+                continue
+            mode, rule, k, N = lane_config(label)
+            cfg = DecodeConfig(mode=mode, rule=rule, max_new_tokens=tokens, max_shifted=k, max_trie_nodes=N,
+                               calibration="fixed")
+            ids = engine.encode_prompt(DEMO_PROMPT)
+            lanes.append({"group": g, "dtype": dtype, "drafter": drafter, "label": label})
+            runs.append((engine.run(ids, cfg, budget_for(engine, cfg)), {
+                "mode": mode, "rule": rule, "temperature": 0.0, "seed": 0, "max_new_tokens": tokens,
+                "max_shifted": k, "max_trie_nodes": N}))
+        if not runs:
+            continue
+        st, t0 = {}, time.monotonic()
+        for traces, own, _, ended in interleave(ids, runs, st, every=0.5):
+            if not ended and time.monotonic() - t0 > limit_s / len(groups):
+                st["run"].stop()
+        for lane, trace, s in zip(lanes, traces, own):
+            # tokens/s over the lane's rounds, the prefill left out: a lane the bound stops early (plain decoding,
+            # whose rounds are the most) would otherwise be judged mostly on its prefill
+            marks = race_view.lane_marks(trace, s) if trace else []
+            span = (marks[-1][0] - marks[0][0]) / 1000.0 if len(marks) > 2 else 0.0
+            lane.update(tokens=marks[-1][2] if marks else 0,
+                        tps=round((marks[-1][2] - marks[0][2]) / span, 2) if span > 0 else None)
+        out += lanes
+    log.info("calibration race in %.1f s: %s", time.monotonic() - t_all,
+             ", ".join(f"{m['label']} ({m['drafter']}, {m['dtype']}) {m['tps']}" for m in out))
+    return out
+
+
 class Race:
     """The race callbacks; per-session state in gr.State (st["race"]: the last race's lanes and payload)."""
 
     def __init__(self, loader, sessions: session.Sessions, callbacks):
         self.loader, self.sessions, self.cb = loader, sessions, callbacks
 
-    def profiles(self) -> dict:
-        """{dtype: its measured Profile or None} of the precisions this app races in, the loaded one first."""
-        engines = self.loader.by_dtype if self.loader.ready else {}
-        return {d: profiled(engines[d]) if d in engines else None for d in self.loader.race_dtypes()}
-
     def preset(self):
-        """The demo preset's controls and the words saying what was chosen and why."""
-        dtype, lanes, why = demo_preset(self.profiles())
-        words = (f"**Demo preset:** {', '.join(lanes)} in {dtype}, {min(64, RACE_MAX_NEW)} tokens, repeatable budget. "
-                 f"Why: {why}. Texts are compared with {badge_words(dtype)}.")
-        return DEMO_PROMPT, lanes, 64, True, dtype, words
+        """The demo preset's controls (prompt, lanes, tokens, repeatable, precision, drafter) and its note: one
+        sentence, the calibration race's figures behind a disclosure."""
+        dtype, drafter, lanes, why, figures = demo_preset(self.loader.race_calibration, self.loader.race_dtypes()[0],
+                                                          self.loader.default_drafter())
+        words = f"**Demo preset:** {', '.join(lanes)}, {min(64, RACE_MAX_NEW)} tokens: {why}." + (
+            f"\n\n<details><summary>the calibration race's figures</summary>\n\n{figures}\n\n</details>"
+            if figures else "")
+        return DEMO_PROMPT, lanes, 64, True, dtype, drafter, words
 
     def on_tab(self, precision):
         """The tab shown: the preset's note, and the precisions the loaded app offers (the page was built before
@@ -222,14 +288,26 @@ class Race:
         lanes = [race_view.lane_payload(lb, LANES[lb], statuses[i], traces[i], own[i]) for i, lb in enumerate(labels)]
         return race_view.payload(lanes, ref, phase, NOTE + precision_note(dtype), badge_words(dtype), versus(dtype))
 
-    def _precision(self, precision):
-        """The race's Engine in the chosen precision (the loaded one when none is given), waiting (and saying so)
-        while it is still being built at load; yields status updates, returns (engine, dtype)."""
+    def _precision(self, precision, drafter=None):
+        """The race's Engine in the chosen precision (the loaded one when none is given) and drafter (the start
+        drafter when none is), waiting (and saying so) while a copy is still being built at load; yields status
+        updates, returns (engine, dtype)."""
         engine = engine_or_error(self.loader)
-        dtype = precision or dtype_name(engine)
+        loaded = self.loader.race_dtypes()[0]   # the loaded engine's dtype (app.loader imports this module)
+        dtype = precision or loaded
+        if drafter and drafter != self.loader.default_drafter():
+            if drafter not in self.loader.drafter_choices():
+                raise bad_input(f"Drafter: {str(drafter)[:40]!r} not one of: {', '.join(self.loader.drafter_choices())}")
+            if dtype != loaded:
+                raise bad_input(f"Drafter: a {dtype} race runs with the start drafter ({self.loader.default_drafter()}) "
+                                f"only; pick {loaded} for {drafter}")
+            try:
+                return self.loader.engine_for(drafter), dtype
+            except InputError as e:
+                raise field_error(e) from None
         if dtype not in self.loader.race_dtypes():
             raise bad_input(f"Precision: {str(dtype)[:40]!r} not one of: {', '.join(self.loader.race_dtypes())}")
-        while dtype not in self.loader.by_dtype and dtype != dtype_name(engine) and \
+        while dtype not in self.loader.by_dtype and dtype != loaded and \
                 not self.loader.profiles_done.is_set():
             yield gr.skip(), f"waiting for the {dtype} copy of the models ({self.loader.profile_status()})", gr.skip()
             self.loader.profiles_done.wait(1.0)
@@ -238,7 +316,7 @@ class Race:
         except InputError as e:
             raise field_error(e) from None
 
-    def on_race(self, prompt, lanes, max_new, repeatable, precision, st):
+    def on_race(self, prompt, lanes, max_new, repeatable, precision, st, drafter=None):
         """Run the lanes interleaved round by round, streaming them, in the chosen precision (plain decoding too);
         then the replay and the export."""
         st = st if isinstance(st, dict) else session.new_state()
@@ -250,7 +328,7 @@ class Race:
         labels = check_lanes(lanes)
         if st.get("run") is not None:
             raise bad_input("Race: a run is already in progress in this session; press Stop first")
-        engine, dtype = yield from self._precision(precision)
+        engine, dtype = yield from self._precision(precision, drafter)
         calibration = "fixed" if repeatable else "online"
         try:
             ids = engine.encode_prompt(p)
@@ -273,7 +351,7 @@ class Race:
             except InputError as e:
                 raise field_error(e) from None
         log.info("race started: %s, %d tokens, %s, %s budget, interleaved", labels, n, dtype, calibration)
-        for traces, own, statuses, ended in interleave(engine, ids, runs, st):
+        for traces, own, statuses, ended in interleave(ids, runs, st):
             if ended:
                 break
             yield (race_view.payload_json(self._lanes_payload(labels, traces, statuses, ref, "live", dtype, own)),
@@ -319,9 +397,11 @@ class Race:
         return (*out, gr.Tabs(selected="explore"))
 
 
-def layout(c: SimpleNamespace, dtypes: list[str]) -> None:
+def layout(c: SimpleNamespace, dtypes: list[str], drafters: list[str] | None = None) -> None:
     """The Race tab's components (call inside its gr.Tab): compact, so that the lanes fit a 720-px screen.
-    `dtypes`: the precisions this app races in, the loaded one first (ModelLoader.race_dtypes)."""
+    `dtypes`: the precisions this app races in, the loaded one first (ModelLoader.race_dtypes); `drafters`: the
+    Drafter menu, the start drafter first."""
+    drafters = drafters or ["default"]
     gr.Markdown("Plain decoding against the speculative modes, on one prompt: each lane's text coloured by where its "
                 "tokens came from (blue: the drafter's block, other colours: a shifted block, amber: the target's "
                 "own token), then replayed side by side. Stop ends the running lane at its next round.",
@@ -337,6 +417,8 @@ def layout(c: SimpleNamespace, dtypes: list[str]) -> None:
         c.race_dtype = gr.Radio(precision_choices(dtypes), value=dtypes[0],
                                 label="Precision (every lane, plain decoding too)", elem_id="rx-race-dtype", scale=2,
                                 min_width=240)
+        c.race_drafter = gr.Dropdown(list(drafters), value=drafters[0], label="Drafter", elem_id="rx-race-drafter",
+                                     scale=1, min_width=140)
     c.race_lanes = gr.CheckboxGroup(list(LANES), value=["ar", "ddtree-auto", "reanchor-tree-auto"],
                                     label=f"Lanes ({MIN_LANES} to {MAX_LANES}; ar, plain decoding, is the reference)",
                                     elem_id="rx-race-lanes")
@@ -354,10 +436,11 @@ def layout(c: SimpleNamespace, dtypes: list[str]) -> None:
 def wire(c: SimpleNamespace, race: Race, view_out: list) -> None:
     model = dict(concurrency_limit=1, concurrency_id="model", show_progress="minimal", preprocess=False)
     c.race_btn.click(race.on_race, [c.race_prompt, c.race_lanes, c.race_max_new, c.race_repeatable, c.race_dtype,
-                                    c.state],
+                                    c.state, c.race_drafter],
                      [c.race_view, c.race_status, c.race_export], api_name="race", **model)
     c.race_stop_btn.click(race.on_stop, [c.state], None, queue=False, show_progress="hidden", api_name="race_stop")
-    preset_out = [c.race_prompt, c.race_lanes, c.race_max_new, c.race_repeatable, c.race_dtype, c.race_preset_note]
+    preset_out = [c.race_prompt, c.race_lanes, c.race_max_new, c.race_repeatable, c.race_dtype, c.race_drafter,
+                  c.race_preset_note]
     c.race_preset_btn.click(race.preset, None, preset_out, queue=False, api_name="race_preset")
     c.race_tab.select(race.on_tab, [c.race_dtype], [c.race_preset_note, c.race_dtype], queue=False,
                       show_progress="hidden")

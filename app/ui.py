@@ -198,7 +198,7 @@ def layout(loader, trace_choices, sessions: session.Sessions) -> SimpleNamespace
             _compare(c)
             _analyses(c)
         with gr.Tab("Race", id="race", elem_id="rx-tab-race") as c.race_tab:
-            race.layout(c, loader.race_dtypes())
+            race.layout(c, loader.race_dtypes(), race.drafter_menu(loader))
     return c
 
 

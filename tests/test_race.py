@@ -13,7 +13,7 @@ import pytest
 from app import loader as L
 from app import race, race_view, session
 from engine.decode import Engine
-from engine.decode.cost import VERIFY_SIZES, Profile
+from engine.decode.cost import VERIFY_SIZES
 from tiny import tiny_models
 
 PROMPT = "a b c d e f g"
@@ -136,31 +136,41 @@ def test_race_inputs_are_checked(racer):
         list(racer.on_race(PROMPT, ["ar", "dflash"], 16, True, "float16", session.new_state()))
 
 
-def _profile(one: float, n32: float, device: str = "cpu") -> Profile:
-    return Profile(16, [1, 16], [10.0, 40.0], [1, 32, 128], [one, n32, 4 * n32], device=device)
+def _m(label, tps, dtype="float32", drafter="DFlash"):
+    return {"dtype": dtype, "drafter": drafter, "label": label, "tps": tps}
 
 
-def test_demo_preset_follows_the_profiles():
-    """The preset's dtype and lanes from the measured profiles: the precision whose 32-node tree costs least
-    against its own one-token pass (near ties: the exact one), the fixed trees where the loaded one is flat."""
-    fp32, bf16 = _profile(84.0, 185.0), _profile(73.0, 110.0)   # trees 2.2x one pass in fp32, 1.5x in bf16
-    dtype, lanes, why = race.demo_preset({"float32": fp32, "bfloat16": bf16})
-    assert (dtype, lanes) == ("bfloat16", ["ar", "ddtree-auto", "reanchor-tree-auto"]), why
-    assert "float32 2.2× (185 ms against 84 ms); bfloat16 1.5× (110 ms against 73 ms)" in why
-    assert "×N compares with plain decoding in bfloat16" in why and "about 1.15× float32's tokens/s" in why
-    assert "over-states" not in why and "not exact" in why
-    slow = _profile(150.0, 200.0)   # bf16's one-token pass slower than fp32's: said, with what it means for ×N
-    dtype, _, why = race.demo_preset({"float32": fp32, "bfloat16": slow})
-    assert dtype == "bfloat16" and "about 0.56× float32's tokens/s" in why and "over-states" in why, why
-    near = _profile(80.0, 160.0)    # 2.0x: not cheaper enough to give up exactness
-    assert race.demo_preset({"float32": fp32, "bfloat16": near})[:2] == ("float32", race.AUTO_LANES)
-    dtype, lanes, why = race.demo_preset({"float32": fp32, "bfloat16": None})   # bf16 still measuring
-    assert (dtype, lanes) == ("float32", race.AUTO_LANES) and "bfloat16 not measured yet" in why
-    gpu = _profile(5.0, 5.5, "cuda:0")   # flat: today's choice, the loaded dtype's fixed 32-node trees
-    dtype, lanes, why = race.demo_preset({"float32": gpu, "bfloat16": _profile(4.0, 4.1, "cuda:0")})
-    assert (dtype, lanes) == ("float32", ["ar", "ddtree", "reanchor-tree"]) and "1.1×" in why
-    assert race.demo_preset({"bfloat16": bf16})[:2] == ("bfloat16", race.AUTO_LANES)   # --dtype bfloat16
-    assert race.demo_preset({"float32": None, "bfloat16": None})[:2] == ("float32", race.AUTO_LANES)
+def test_demo_preset_is_the_fastest_exact_configuration_measured():
+    """The preset from the calibration race's tokens/s (draft cost included): the fastest float32 configuration,
+    its drafter and its group's two fastest modes beside plain decoding; bfloat16 only when clearly faster, saying
+    by how much; the figures behind the note's one sentence."""
+    measured = [_m("ar", 10.0), _m("ddtree-auto", 13.4), _m("reanchor-tree-auto", 13.1), _m("dflash", 11.0),
+                _m("ddtree-auto", 14.0, "bfloat16"), _m("dflash", 12.0, "bfloat16"),
+                _m("ddtree", 12.0, drafter="DSpark"), _m("dflash", 9.5, drafter="Domino")]
+    dtype, drafter, lanes, why, figures = race.demo_preset(measured, "float32", "DFlash")
+    assert (dtype, drafter, lanes) == ("float32", "DFlash", ["ar", "ddtree-auto", "reanchor-tree-auto"]), why
+    assert "1.34× float32 plain decoding" in why and "(exact)" in why and "\n" not in why
+    assert "| ddtree | DSpark | float32 | 12.0 | 1.20× |" in figures and "| dflash | Domino | float32 | 9.5 | 0.95× |" \
+        in figures and figures.count("\n| ") == len(measured) - 1   # a row a candidate
+    fast_bf16 = measured + [_m("reanchor-tree-auto", 16.0, "bfloat16")]   # 16.0 / 13.4 = 1.19x: clearly faster
+    dtype, drafter, lanes, why, _ = race.demo_preset(fast_bf16, "float32", "DFlash")
+    assert (dtype, lanes) == ("bfloat16", ["ar", "reanchor-tree-auto", "ddtree-auto"]), why
+    assert "(not exact)" in why and "1.19× the best exact configuration (ddtree-auto in float32)" in why, why
+    other = [_m("ar", 10.0), _m("ddtree-auto", 11.0), _m("ddtree", 15.0, drafter="DSpark"), _m("dflash", 12.0, drafter="DSpark")]
+    assert race.demo_preset(other, "float32", "DFlash")[:3] == ("float32", "DSpark", ["ar", "ddtree", "dflash"])
+    dtype, drafter, lanes, why, figures = race.demo_preset(None, "float32", "DFlash")   # not measured yet
+    assert (dtype, drafter, lanes, figures) == ("float32", "DFlash", race.AUTO_LANES, "") and "not measured yet" in why
+    assert race.demo_preset([_m("ar", 10.0)], "bfloat16", "x")[:3] == ("bfloat16", "x", race.AUTO_LANES)
+    assert race.calibration_lanes(["float32", "bfloat16"], ["DFlash", "DSpark"]) == [   # a group per weights
+        [(d, "DFlash", m) for m in ["ar", *race.START_MODES[d]]] for d in ("float32", "bfloat16")] + [
+        [("float32", "DSpark", m) for m in ["ar", *race.OTHER_MODES]]]
+    # each group against its own plain decoding, bfloat16 scaled by its plain decoding over float32's
+    grouped = [{**_m("ar", 10.0), "group": 0}, {**_m("ddtree-auto", 13.0), "group": 0},
+               {**_m("ar", 5.0, "bfloat16"), "group": 1}, {**_m("ddtree-auto", 8.0, "bfloat16"), "group": 1},
+               {**_m("ar", 4.0), "group": 2}, {**_m("ddtree", 6.0, drafter="DSpark"), "group": 2}]
+    dtype, drafter, lanes, why, figures = race.demo_preset(grouped, "float32", "DFlash")
+    assert (dtype, drafter) == ("float32", "DSpark") and "1.50× float32 plain decoding" in why, why   # 6 / 4
+    assert "| ddtree-auto | DFlash | bfloat16 | 8.0 | 0.80× |" in figures, figures   # 8 / 5 * 5 / 10
     assert race.badge_words("float32") == "plain decoding" and race.versus("bfloat16") == "plain decoding in bfloat16"
     assert race.badge_words("bfloat16") == "plain decoding in bfloat16"   # one line: the caveat is in the note
     assert "Not exact" in race.precision_note("bfloat16") and race.precision_note("float32") == ""
@@ -186,8 +196,11 @@ def test_a_bfloat16_race_runs_every_lane_on_the_bfloat16_copy(racer):
     assert [t["config"]["dtype"] for t in st["race"]["traces"]] == ["bfloat16", "bfloat16"]
     assert final["badge"] == race.badge_words("bfloat16") and final["versus"] == "plain decoding in bfloat16"
     assert final["lanes"][1]["same"] is not None and final["lanes"][0]["tokens"] == 24
-    assert set(racer.profiles()) == {"float32", "bfloat16"} and racer.profiles()["bfloat16"] is not None
-    assert "in bfloat16" in racer.preset()[-1] or "in float32" in racer.preset()[-1]
+    ld.race_calibration = race.calibrate(ld, tokens=6)   # the loader's step after the profiles: both precisions
+    assert {(m["dtype"], m["label"]) for m in ld.race_calibration} == \
+        {(d, m) for d in ("float32", "bfloat16") for m in ["ar", *race.START_MODES[d]]}
+    assert all(m["tokens"] == 6 and m["tps"] > 0 for m in ld.race_calibration), ld.race_calibration
+    assert "<details>" in racer.preset()[-1] and "Demo preset:" in racer.preset()[-1]
     note, control = racer.on_tab("bfloat16")   # the tab shown: the note, the offered precisions, the choice kept
     assert note == racer.preset()[-1] and control["value"] == "bfloat16"
     assert [v for _, v in control["choices"]] == ["float32", "bfloat16"] and racer.on_tab("float16")[1]["value"] == "float32"
@@ -235,7 +248,10 @@ def test_the_loader_measures_the_machine_before_it_says_done(tmp_path):
         ld._thread.join(0.02)
     steps = [s[1] for s in seen if s[0] == "status"]
     assert steps and all(s.startswith("ready:") and "measuring this machine" in s for s in steps), steps[:2]
-    assert re.search(rf"verify cost by tree size, \d+ of {len(VERIFY_SIZES)}", steps[-1]), steps[-1]
+    verify = [s for s in steps if "verify cost" in s]
+    assert re.search(rf"verify cost by tree size, \d+ of {len(VERIFY_SIZES)}", verify[-1]), verify[-1]
+    # then the race preset's calibration race, in the same loading phase: every candidate lane measured
+    assert ld.race_calibration and all(m["tps"] for m in ld.race_calibration), ld.race_calibration
     # then the bfloat16 copy for the race's precision choice, built once and measured in its own step
     first_bf16 = next(i for i, s in enumerate(steps) if "in bfloat16 (the race's bfloat16 lanes)" in s)
     assert first_bf16 > 0 and "in bfloat16" not in steps[0], steps[:2]
