@@ -489,7 +489,9 @@ def _trie_node_traces(rec: dict, token_texts: dict, trie_y: list[float], acc_set
             out[-1]["hovertemplate"] = out[-1]["hovertemplate"].replace("pos %{x}", "pos %{customdata[7]}")
             for i, row in zip(nodes, cd):
                 row.append(s + int(depths[i]))
-    multi = [(i, d) for i in range(1, len(parents)) if len(srcs[i]) > 1 and only is None for d in srcs[i]]
+    # at most DOTS_A_NODE dots (a node of a round drafting 127 blocks had 127: 16,000 markers a round); hover names all
+    multi = [(i, d) for i in range(1, len(parents)) if len(srcs[i]) > 1 and only is None
+             for d in sorted(srcs[i])[:DOTS_A_NODE]]
     if multi:
         seen: dict[int, int] = {}
         x, y, col = [], [], []
@@ -589,8 +591,11 @@ def _round_layout(rec: dict, labels: list[str], n_slots: int, max_depth: int, ti
                             "yref": "paper", "text": "past g(0)'s block →",
                             "showarrow": False, "xanchor": "right" if X.widths else "left", "yanchor": "bottom",
                             "font": {"size": style.font if style.projector else style.font - 1, "color": "#a07800"}})
+    nodes = len(rec["trie"]["parents"])
+    drawn = f"{nodes} trie nodes" if "nodes_all" not in rec else \
+        f"{rec['nodes_all']:,} trie nodes, the first {nodes:,} drawn"
     head = title or (f"round {rec['round']} · anchor @ {s} · accepted {a}"
-                     f" ({baseline_accepted(rec)} baseline-alone) · {len(rec['trie']['parents'])} trie nodes")
+                     f" ({baseline_accepted(rec)} baseline-alone) · {drawn}")
     if X.widths:  # the columns' centres, named by position (every other one where columns are narrow)
         every = 2 if min(X.widths[:max_depth + 1]) < 30 else 1
         ticks = list(range(s, s + max_depth + 1, every))
@@ -725,6 +730,33 @@ def _label_wants(rec: dict, token_texts: dict, rows: list[dict], n: int, style: 
     return wants
 
 
+DOTS_A_NODE = 4      # proposer dots under a trie node (its hover names every block)
+DRAWN_NODES = 1024   # trie nodes a round figure draws (the engine's own bound): a trace's 8,192 froze the tab 4-9 s
+
+
+def drawn_trie(rec: dict, limit: int = DRAWN_NODES) -> dict:
+    """`rec` with its trie cut to what a figure draws: the first `limit` nodes (parents come before children, so
+    they are a trie from the anchor), the accepted chain and the retained path always among them, renumbered;
+    "nodes_all" says how many it had. A round within the limit is returned as it is."""
+    trie = rec["trie"]
+    n = len(trie["parents"])
+    if n <= limit:
+        return rec
+    keep = set(range(limit)) | {int(i) for i in rec.get("accepted_nodes", [0])}
+    keep |= set(path_nodes(rec, retained_path(rec)[0]))
+    for i in list(keep):   # every kept node's ancestors (the cut keeps a trie)
+        while i > 0 and trie["parents"][i] not in keep:
+            i = trie["parents"][i]
+            keep.add(i)
+    order = sorted(keep)
+    new = {old: k for k, old in enumerate(order)}
+    cut = {key: [v[i] for i in order] for key, v in trie.items() if isinstance(v, list) and len(v) == n}
+    cut["parents"] = [new.get(trie["parents"][i], -1) for i in order]
+    return {**rec, "trie": cut, "accepted_nodes": [new[int(i)] for i in rec.get("accepted_nodes", [0])],
+            "target_top1": [rec["target_top1"][i] for i in order] if len(rec.get("target_top1") or []) == n
+            else rec.get("target_top1"), "nodes_all": n}
+
+
 def round_figure_parts(rec: dict, token_texts: dict, title: str | None, depth_cap: int | None,
                        prev: dict | None = None, phase: int = 0, projector: bool = False,
                        unfold: bool = False) -> dict:
@@ -735,6 +767,7 @@ def round_figure_parts(rec: dict, token_texts: dict, title: str | None, depth_ca
     phase 8 the trie's accepted path alone, phase 9 with the retained suffix); `unfold`: every discarded block on a
     row of its own (else one row)."""
     style = Style(projector)
+    rec = drawn_trie(rec)
     fit = projector and phase in PHASE_PARTS
     s = int(rec["anchor_pos"])
     rows = _grid_rows(rec, depth_cap)

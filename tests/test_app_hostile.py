@@ -640,7 +640,7 @@ def test_trace_strings_in_a_toast_stay_text(app, tmp_path):
     """Headless Chromium: a trace whose config.temperature is a link, loaded: the toast that refuses it quotes the
     value as text (Gradio shows a toast's message as HTML: the link was live, and one to an outside host loaded
     nothing only because no one clicked). The page holds no such link; the toast reads the markup as written."""
-    from app_fixtures import CHROMIUM_ARGS, chromium_or_skip
+    from app_fixtures import chromium_or_skip
 
     playwright_api = pytest.importorskip("playwright.sync_api")
     path = chromium_or_skip()
@@ -650,12 +650,7 @@ def test_trace_strings_in_a_toast_stay_text(app, tmp_path):
     p = tmp_path / "toast.json"
     p.write_text(json.dumps(t))
     with playwright_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=path, args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1400, "height": 900})
-        page.goto(app.url)
-        page.wait_for_function("() => (document.querySelector('#rx-metrics')?.innerText || '').includes('example trace')",
-                               timeout=60000)
-        page.set_input_files("input[data-testid='Load trace-upload-button']", str(p))
+        browser, page = page_loading(pw, path, app.url, p, 900)
         toast = page.wait_for_selector("[data-testid='toast-body']", timeout=30000)
         page.wait_for_function("() => /config\\.temperature/.test(document.querySelector("
                                "\"[data-testid='toast-body']\")?.innerText || '')", timeout=30000)
@@ -665,3 +660,17 @@ def test_trace_strings_in_a_toast_stay_text(app, tmp_path):
         assert f"config.temperature: has the wrong type: {link!r}" in said, said
         assert page.evaluate("() => document.querySelectorAll('#rx-evil, a[href*=\"evil.example\"]').length") == 0
         browser.close()
+
+
+def page_loading(pw, chromium: str, url: str, trace_file, height: int = 1000):
+    """(browser, page): Chromium on the app's page, once it shows its example trace, with `trace_file` sent to
+    Load trace."""
+    from app_fixtures import CHROMIUM_ARGS
+
+    browser = pw.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
+    page = browser.new_page(viewport={"width": 1400, "height": height})
+    page.goto(url)
+    page.wait_for_function("() => (document.querySelector('#rx-metrics')?.innerText || '').includes('example trace')",
+                           timeout=60000)
+    page.set_input_files("input[data-testid='Load trace-upload-button']", str(trace_file))
+    return browser, page

@@ -1,0 +1,47 @@
+"""A valid trace of 8,192-node rounds (the bound a trace may hold; the engine makes at most 1,024) in Chromium: the
+round figure draws at most plots.DRAWN_NODES trie nodes and DOTS_A_NODE proposer dots a node, and its title says
+how many the round has. Before, the page drew every node (and 16,000 proposer dots): 4-9 s a round switch."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from app import plots
+from app_fixtures import OUTPUT, chromium_or_skip
+from engine.trace import tiled_trace
+from test_app_browser import JS_TIMED_NEXT
+from test_app_hostile import largest_round_trace, page_loading
+
+SHOWN = "#rx-round-plot [data-shown]"
+
+
+@pytest.fixture(scope="module")
+def app(tiny_app):
+    return tiny_app
+
+
+def test_a_round_of_8192_nodes_draws_a_bounded_figure(app, tmp_path):
+    playwright_api = pytest.importorskip("playwright.sync_api")
+    path = chromium_or_skip()
+    trace = tiled_trace(largest_round_trace(), 2)   # two rounds of 8,192 nodes, 7 MB
+    f = tmp_path / "huge.json"
+    f.write_text(json.dumps(trace))
+    with playwright_api.sync_playwright() as pw:
+        browser, page = page_loading(pw, path, app.url, f)
+        page.wait_for_function("() => (document.querySelector('#rx-metrics')?.innerText || '').includes('loaded trace')",
+                               timeout=120000)
+        page.click("#rx-first")
+        page.wait_for_function(f"() => (document.querySelector('{SHOWN} .gtitle')?.textContent || '')"
+                               ".startsWith('round 0 ')", timeout=120000)
+        ms = page.evaluate(JS_TIMED_NEXT, 1)
+        title = page.text_content(f"{SHOWN} .gtitle")
+        points = page.evaluate(f"() => document.querySelectorAll('{SHOWN} .point, {SHOWN} .textpoint').length")
+        page.locator(f"{SHOWN}").scroll_into_view_if_needed()
+        OUTPUT.mkdir(exist_ok=True)
+        page.screenshot(path=str(OUTPUT / "huge_round.png"))
+        browser.close()
+    print(f"round switch to an 8,192-node round: {ms / 1000:.2f} s; {points} points and labels drawn")
+    assert "8,192 trie nodes, the first 1,024 drawn" in title, title
+    bound = plots.DRAWN_NODES * (2 + plots.DOTS_A_NODE) + 128 * 40   # nodes, labels, dots; the grid's sites
+    assert points < bound, (points, bound)
