@@ -51,10 +51,10 @@ def lane_config(label: str) -> tuple[str, str, str | None, str | None]:
 
 AUTO_LANES = ["ar", "ddtree-auto", "reanchor-tree-auto"]
 PRECISIONS = {"float32": "float32 (exact, token for token)", "bfloat16": "bfloat16 (faster trees on a CPU, not exact)"}
-# The calibration race at load: every candidate lane beside float32 plain decoding, interleaved round by round on
+# The calibration race at load: every candidate lane in groups beside plain decoding, interleaved round by round on
 # the preset's prompt, CALIBRATION_TOKENS each, ended after CALIBRATION_S (the lanes' tokens/s so far then count).
-CALIBRATION_TOKENS = 24
-CALIBRATION_S = 40.0
+CALIBRATION_TOKENS = 64   # the preset's own length: a tree's first tokens (a code block's opening) are its easiest
+CALIBRATION_S = 45.0
 # Few lanes, so that each gets rounds enough within the bound on a loaded machine: the start drafter's modes in the
 # loaded precision, its trees' and chain's fastest in the other; the other shipped drafters' 32-node tree (float32:
 # no auto budget without a profile of their own drafter).
