@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -14,7 +15,10 @@ import sys
 import time
 import urllib.request
 from functools import lru_cache
+from html import unescape
 from pathlib import Path
+
+import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
@@ -362,3 +366,65 @@ def click_timeline_bar(pg, i: int) -> None:
     holds still and takes the click there (a forced click on the bar's path skipped them, while a token click's
     smooth scroll to the caption often still moved the page)."""
     pg.locator("#rx-timeline .js-plotly-plot .nsewdrag").first.click(position=pg.evaluate(JS_BAR_AT, i))
+
+
+# -- the tiny app through gradio_client: what the client tests share ------------------------------------------
+
+LONG_PROMPT = "a b c d e f g"  # runs to max_new_tokens on the tiny target (no end-of-turn)
+# outputs of /run, /load_trace (state excluded)
+TEXT, METRICS, SLIDER, CAPTION, ROUND_FIG, TIMELINE, EXPORT, ANALYSES, HIST, GAIN = range(10)
+
+
+@pytest.fixture(scope="module")
+def tiny_dirs(tmp_path_factory):
+    return save_tiny_folders(tmp_path_factory.mktemp("tiny"))
+
+
+@pytest.fixture(scope="module")
+def app(tiny_dirs, tmp_path_factory):
+    target, drafter = tiny_dirs
+    proc = AppProcess(["--target", str(target), "--drafter", str(drafter)],
+                      tmp_path_factory.mktemp("applog") / "app.log")
+    try:
+        proc.wait_up()
+        proc.wait_model(client(proc))
+        yield proc
+    finally:
+        proc.stop()
+
+
+def client(app):
+    """A gradio_client Client of the app."""
+    from gradio_client import Client
+
+    return Client(app.url, verbose=False)
+
+
+def generated_text(text_html: str) -> tuple[list[int], str]:
+    """(rounds, text) of the generated-token spans of the text view."""
+    spans = re.findall(r"<span class='[^']*' data-r='(-?\d+)' data-k='\d+' title='[^']*'>(.*?)</span>", text_html,
+                       flags=re.S)
+    return [int(r) for r, _ in spans], "".join(unescape(t) for _, t in spans)
+
+
+def export_path(app, result) -> str:
+    """Download the exported trace over HTTP, as the browser's download button does."""
+    value = result[EXPORT]
+    path = value.get("value") if isinstance(value, dict) else value
+    assert path, f"no exported trace in {value!r}"
+    if isinstance(path, dict):
+        path = path.get("path") or path.get("url")
+    url = path if str(path).startswith("http") else f"{app.url}gradio_api/file={path}"
+    with urllib.request.urlopen(url, timeout=30) as r:
+        data = r.read()
+    out = app.log_path.parent / f"export-{time.monotonic_ns()}.json"
+    out.write_bytes(data)
+    return str(out)
+
+
+def wait_outputs(job, n: int, timeout: float = 120.0) -> None:
+    t0 = time.monotonic()
+    while len(job.outputs()) < n:
+        assert not job.done() or len(job.outputs()) >= n, "the run ended before it could be stopped"
+        assert time.monotonic() - t0 < timeout
+        time.sleep(0.05)

@@ -13,13 +13,12 @@ import time
 
 import pytest
 
-from app_fixtures import (JS_ROUND_SETTLED, JS_TIMED_NEXT, OUTPUT, REPO, Watched, chromium_or_skip,  # noqa: F401
+from app_fixtures import (JS_ROUND_SETTLED, JS_TIMED_NEXT, LONG_PROMPT, OUTPUT, REPO, Watched, chromium_or_skip,  # noqa: F401
                           click_timeline_bar, compare_with_dflash)  # (JS_ROUND_SETTLED: the lesson's tests read it here)
 
 pytest.importorskip("playwright.sync_api")  # the browser fixture (conftest.py) drives it
 
 PROMPT = "hi, j."
-LONG_PROMPT = "a b c d e f g"
 # a run long enough that a stop lands before its end: the tiny models decode 400 tokens in 1.4 s on a quiet
 # machine, and a Stop clicked at round 2 once reached the server after the run had ended (a CI rehearsal)
 STOPPABLE_TOKENS = 2000

@@ -7,65 +7,18 @@ import re
 import statistics
 import time
 import urllib.request
-from html import unescape
 
 import pytest
 
 from app import plots, records
-from app_fixtures import OUTPUT, PYTHON, AppProcess, save_tiny_folders
+from app_fixtures import (LONG_PROMPT, METRICS, OUTPUT, PYTHON, ROUND_FIG, SLIDER, TEXT, AppProcess, app,  # noqa: F401
+                          client, export_path, generated_text, tiny_dirs, wait_outputs)
 
 gradio_client = pytest.importorskip("gradio_client")
-from gradio_client import Client, handle_file  # noqa: E402
+from gradio_client import handle_file  # noqa: E402
 from gradio_client.exceptions import AppError  # noqa: E402
 
 PROMPT = "hi, j."
-LONG_PROMPT = "a b c d e f g"  # runs to max_new_tokens on the tiny target (no end-of-turn)
-# outputs of /run, /load_trace (state excluded)
-TEXT, METRICS, SLIDER, CAPTION, ROUND_FIG, TIMELINE, EXPORT, ANALYSES, HIST, GAIN = range(10)
-
-
-@pytest.fixture(scope="module")
-def tiny_dirs(tmp_path_factory):
-    return save_tiny_folders(tmp_path_factory.mktemp("tiny"))
-
-
-@pytest.fixture(scope="module")
-def app(tiny_dirs, tmp_path_factory):
-    target, drafter = tiny_dirs
-    proc = AppProcess(["--target", str(target), "--drafter", str(drafter)],
-                      tmp_path_factory.mktemp("applog") / "app.log")
-    try:
-        proc.wait_up()
-        proc.wait_model(Client(proc.url, verbose=False))
-        yield proc
-    finally:
-        proc.stop()
-
-
-def client(app) -> Client:
-    return Client(app.url, verbose=False)
-
-
-def _generated_text(text_html: str) -> tuple[list[int], str]:
-    """(rounds, text) of the generated-token spans of the text view."""
-    spans = re.findall(r"<span class='[^']*' data-r='(-?\d+)' data-k='\d+' title='[^']*'>(.*?)</span>", text_html,
-                       flags=re.S)
-    return [int(r) for r, _ in spans], "".join(unescape(t) for _, t in spans)
-
-
-def _export_path(app, result) -> str:
-    """Download the exported trace over HTTP, as the browser's download button does."""
-    value = result[EXPORT]
-    path = value.get("value") if isinstance(value, dict) else value
-    assert path, f"no exported trace in {value!r}"
-    if isinstance(path, dict):
-        path = path.get("path") or path.get("url")
-    url = path if str(path).startswith("http") else f"{app.url}gradio_api/file={path}"
-    with urllib.request.urlopen(url, timeout=30) as r:
-        data = r.read()
-    out = app.log_path.parent / f"export-{time.monotonic_ns()}.json"
-    out.write_bytes(data)
-    return str(out)
 
 
 def _cli(tiny_dirs, prompt: str, max_new: int, mode="reanchor", rule="earliest", temperature=0.0, seed=0) -> dict:
@@ -96,13 +49,13 @@ def test_run_streams_and_matches_engine_cli(app, tiny_dirs):
     assert len({len(t) for t in streamed}) >= 2, "the text should grow while streaming"
     assert "done" in result[METRICS]
 
-    trace = json.loads(open(_export_path(app, result)).read())
+    trace = json.loads(open(export_path(app, result)).read())
     cli = _cli(tiny_dirs, PROMPT, 40)
     assert trace["output_ids"] == cli["output_ids"]
     assert trace["text"] == cli["text"]
     assert trace["stats"]["rounds"] == cli["rounds"]
     # the page's text view shows exactly the generated tokens, each tagged with its round
-    rounds, text = _generated_text(result[TEXT])
+    rounds, text = generated_text(result[TEXT])
     assert text == "".join(trace["token_texts"][str(i)] for i in trace["output_ids"])
     assert len(rounds) == len(trace["output_ids"])
     assert result[SLIDER]["maximum"] == max(len(trace["rounds"]) - 1, 1)
@@ -112,18 +65,10 @@ def _long_run(c):
     return c.submit(LONG_PROMPT, "reanchor", "earliest", 0, 0, 400, api_name="/run")
 
 
-def _wait_outputs(job, n: int, timeout: float = 120.0) -> None:
-    t0 = time.monotonic()
-    while len(job.outputs()) < n:
-        assert not job.done() or len(job.outputs()) >= n, "the run ended before it could be stopped"
-        assert time.monotonic() - t0 < timeout
-        time.sleep(0.05)
-
-
 def test_stop_ends_the_run_and_the_next_run_works(app):
     c = client(app)
     job = _long_run(c)
-    _wait_outputs(job, 4)
+    wait_outputs(job, 4)
     c.predict(api_name="/stop")  # returns nothing; the run reports "stopped"
     result = job.result(timeout=60)
     assert "stopped" in result[METRICS]
@@ -141,7 +86,7 @@ def test_cancelled_job_stops_the_run(app):
     c = client(app)
     ended = app.log().count("run ended")
     job = _long_run(c)
-    _wait_outputs(job, 4)
+    wait_outputs(job, 4)
     job.cancel()
     assert app.wait_log("run ended", timeout=60, count=ended + 1), app.log()[-2000:]
     rounds = int(re.findall(r"run ended after (\d+) rounds", app.log())[-1])
@@ -155,7 +100,7 @@ def test_cancelled_job_stops_the_run(app):
 def test_exported_trace_loads_back_and_replays_the_same_rounds(app):
     c = client(app)
     result = c.predict(PROMPT, "reanchor", "all", 0, 0, 40, api_name="/run")
-    path = _export_path(app, result)
+    path = export_path(app, result)
     trace = json.loads(open(path).read())
     n = len(trace["rounds"])
     assert n >= 2
@@ -254,7 +199,7 @@ def test_compare_side_by_side_with_counterfactual(app):
 
     c = client(app)
     main = c.predict(PROMPT, "reanchor", "earliest", 0, 0, 40, "all", api_name="/run")
-    trace = json.loads(open(_export_path(app, main)).read())
+    trace = json.loads(open(export_path(app, main)).read())
     out = c.predict("dflash", "earliest", api_name="/compare")
     assert "comparison: dflash / earliest" in out[CMP_METRICS]
     assert "this run: reanchor / earliest" in out[CMP_A_METRICS]
@@ -306,14 +251,14 @@ def test_shifted_block_budget(app, tiny_dirs):
     c = client(app)
     full = c.predict(LONG_PROMPT, "reanchor", "earliest", 0, 0, 40, "all", api_name="/run")
     capped = c.predict(LONG_PROMPT, "reanchor", "earliest", 0, 0, 40, "1", api_name="/run")
-    t_full = json.loads(open(_export_path(app, full)).read())
-    t_cap = json.loads(open(_export_path(app, capped)).read())
+    t_full = json.loads(open(export_path(app, full)).read())
+    t_cap = json.loads(open(export_path(app, capped)).read())
     assert t_cap["output_ids"] == t_full["output_ids"] == _cli(tiny_dirs, LONG_PROMPT, 40)["output_ids"]
     assert max(len(r["shifted"]) for r in t_cap["rounds"]) == 1
     assert max(len(r["shifted"]) for r in t_full["rounds"]) > 1
     assert t_cap["config"]["max_shifted"] == 1 and t_full["config"]["max_shifted"] is None
     auto = c.predict(LONG_PROMPT, "reanchor", "earliest", 0, 0, 24, "auto", api_name="/run")
-    assert json.loads(open(_export_path(app, auto)).read())["config"]["max_shifted"] == "auto"
+    assert json.loads(open(export_path(app, auto)).read())["config"]["max_shifted"] == "auto"
     for bad in ("-1", "many", "2.5"):
         with pytest.raises(AppError, match="Shifted blocks"):
             c.predict(PROMPT, "reanchor", "earliest", 0, 0, 16, bad, api_name="/run")
@@ -327,11 +272,11 @@ def test_tree_modes_run_replay_and_draw_their_curve(app, tiny_dirs):
     want = _cli(tiny_dirs, LONG_PROMPT, 24)["output_ids"]
     for mode in ("ddtree", "reanchor-tree"):
         out = c.predict(LONG_PROMPT, mode, "earliest", 0, 0, 24, "all", "8", api_name="/run")
-        trace = json.loads(open(_export_path(app, out)).read())
+        trace = json.loads(open(export_path(app, out)).read())
         assert trace["output_ids"] == want and trace["config"]["max_trie_nodes"] == 8
         assert all(len(r["trie"]["tokens"]) <= 8 for r in trace["rounds"])
         assert "drafter: rank" in out[ROUND_FIG]
-        back = c.predict(handle_file(_export_path(app, out)), api_name="/load_trace")
+        back = c.predict(handle_file(export_path(app, out)), api_name="/load_trace")
         first = round_payload(back[ROUND_FIG])
         opens = (records.most_instructive(trace["rounds"]) or (0, ""))[0]  # a trace opens on it
         assert back[TEXT] == out[TEXT] and first["round"] == opens and "drafter: rank" in json.dumps(first["fig"])
@@ -446,4 +391,4 @@ def test_drafter_menu(app, tiny_dirs):
         c.predict(PROMPT, "reanchor", "earliest", 0, 0, 16, "all", "all", "no-such-drafter", api_name="/run")
     assert c.predict(api_name="/model_status")[0].startswith("ready")  # still serving
     result = c.predict(PROMPT, "reanchor", "earliest", 0, 0, 16, "all", "all", str(drafter), api_name="/run")
-    assert json.loads(open(_export_path(app, result)).read())["config"]["drafter"] == str(drafter)
+    assert json.loads(open(export_path(app, result)).read())["config"]["drafter"] == str(drafter)

@@ -8,11 +8,11 @@ import re
 import threading
 import time
 
-# Reuse the launched-app fixtures and helpers of the client tests (one app per module).
-from test_app_client import (LONG_PROMPT, METRICS, SLIDER, TEXT, _export_path, _generated_text, _wait_outputs,  # noqa: F401
-                             app, client, tiny_dirs)
+from gradio_client.utils import Status
 
-from gradio_client.utils import Status  # noqa: E402  (gradio_client imported by test_app_client)
+# the launched tiny app and the client tests' helpers (one app per module)
+from app_fixtures import (LONG_PROMPT, METRICS, SLIDER, TEXT, app, client, export_path, generated_text,  # noqa: F401
+                          tiny_dirs, wait_outputs)
 
 # Three sessions with different prompts, modes, rules and seeds (temperature 1, so the seed matters).
 SETTINGS = [("hi, j.", "reanchor", "earliest", 1.0, 11, 40),
@@ -28,9 +28,9 @@ def _untimed(caption: str) -> str:
 def _summary(app, c, result) -> dict:
     """What a session sees after its run: status, text, rounds, exported trace, and its own state."""
     assert "done" in result[METRICS], result[METRICS]
-    trace = json.loads(open(_export_path(app, result)).read())
+    trace = json.loads(open(export_path(app, result)).read())
     n = result[SLIDER]["maximum"] + 1
-    return {"text_html": result[TEXT], "text": _generated_text(result[TEXT]), "rounds": n,
+    return {"text_html": result[TEXT], "text": generated_text(result[TEXT]), "rounds": n,
             "output_ids": trace["output_ids"], "prompt_ids": trace["prompt_ids"],
             "trace_text": trace["text"], "trace_rounds": len(trace["rounds"]),
             "config": {k: trace["config"][k] for k in ("mode", "rule", "temperature", "seed", "max_new_tokens")},
@@ -89,7 +89,7 @@ def test_run_submitted_while_busy_reports_its_queue_position(app):
     c1, c2, c3 = client(app), client(app), client(app)
     busy = c1.submit(LONG_PROMPT, "reanchor", "earliest", 0, 0, 400, api_name="/run")  # holds the model slot
     try:
-        _wait_outputs(busy, 2)
+        wait_outputs(busy, 2)
         short = ("hi, j.", "dflash", "earliest", 0, 0, 16)
         second = c2.submit(*short, api_name="/run")
         st2 = _wait_status(second, Status.IN_QUEUE)

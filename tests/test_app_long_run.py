@@ -14,11 +14,10 @@ import time
 
 import pytest
 
-from app_fixtures import CHROMIUM_ARGS, JS_TIMED_NEXT, OUTPUT, Watched, chromium_or_skip, launched_tiny_app
+from app_fixtures import CHROMIUM_ARGS, JS_TIMED_NEXT, LONG_PROMPT, OUTPUT, Watched, chromium_or_skip, launched_tiny_app
 
 playwright_api = pytest.importorskip("playwright.sync_api")
 
-LONG_PROMPT = "a b c d e f g"  # runs to max_new_tokens on the tiny Qwen3 target (no end of turn)
 N_TOKENS = 2000
 
 # Text-view updates, long tasks (main thread busy > 50 ms) and the worst timer lag while the run streams.
