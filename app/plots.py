@@ -731,6 +731,19 @@ def _label_wants(rec: dict, token_texts: dict, rows: list[dict], n: int, style: 
 
 
 DOTS_A_NODE = 4      # proposer dots under a trie node (its hover names every block)
+DRAWN_ROWS = 48      # attached rows a round figure draws unfolded (the rest join the folded row; a click opens all)
+
+
+def _fold_overflow(rec: dict, kept: list[dict], dropped: list[dict], rows: int, cell_px: float,
+                   style: Style) -> tuple[list[dict], list[dict]]:
+    """(kept, dropped) with at most `rows` rows drawn, the folded row included: g(0) stays, then the attached rows
+    the target accepted drafts on, then by d; the rest join the folded row (its label counts them)."""
+    s = int(rec["anchor_pos"])
+    shifted = [r for r in kept if r["kind"] == "shifted"]
+    room = max(1, rows - (len(kept) - len(shifted)) - 1)
+    ranked = sorted(shifted, key=lambda r: (not _accepted_cells(rec, [r], [0], cell_px, style, Cols(s)), r["d"]))
+    overflow = {id(r) for r in ranked[room:]}
+    return [r for r in kept if id(r) not in overflow], dropped + [r for r in kept if id(r) in overflow]
 DRAWN_NODES = 1024   # trie nodes a round figure draws (the engine's own bound): a trace's 8,192 froze the tab 4-9 s
 
 
@@ -810,15 +823,11 @@ def round_figure_parts(rec: dict, token_texts: dict, title: str | None, depth_ca
         # by d; the rest join the folded row (a click opens every row)
         fits = int((FIT_HEIGHT - 70 - (30 + FIT_SLOT_PX * 2.3 if show_trie else 0)) // FIT_ROW_PX)
         if kept and not unfold and len(strip) + len(kept) + (1 if dropped else 0) > fits:
-            shifted = [r for r in kept if r["kind"] == "shifted"]
-            room = max(1, fits - len(strip) - (len(kept) - len(shifted)) - 1)  # g(0) where drawn, the folded row
-            ranked = sorted(shifted, key=lambda r: (not _accepted_cells(rec, [r], [0], cell_px, style, Cols(s)),
-                                                    r["d"]))
-            overflow = {id(r) for r in ranked[room:]}
-            dropped = dropped + [r for r in kept if id(r) in overflow]
-            kept = [r for r in kept if id(r) not in overflow]
+            kept, dropped = _fold_overflow(rec, kept, dropped, fits - len(strip), cell_px, style)
         if phase in (3, 4, 5):  # where each block starts and attaches: its first tokens written, the rest on hover
             kept = [{**r, "labelled": HEAD_TOKENS} if r["kind"] == "shifted" else r for r in kept]
+    elif not unfold and len(kept) > DRAWN_ROWS:   # a trace may hold 127 attached rows of 128 cells: 16,000 cells
+        kept, dropped = _fold_overflow(rec, kept, dropped, DRAWN_ROWS + 1, cell_px, style)
     xs = list(range(s, s + max_depth + 1))
     if projector:
         if fit and not (strip or kept):  # the trie alone: no row names on its left

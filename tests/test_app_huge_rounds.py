@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from app import plots
+from app import plots, records
 from app_fixtures import OUTPUT, chromium_or_skip
 from engine.trace import tiled_trace
 from test_app_browser import JS_TIMED_NEXT
@@ -45,3 +45,21 @@ def test_a_round_of_8192_nodes_draws_a_bounded_figure(app, tmp_path):
     assert "8,192 trie nodes, the first 1,024 drawn" in title, title
     bound = plots.DRAWN_NODES * (2 + plots.DOTS_A_NODE) + 128 * 40   # nodes, labels, dots; the grid's sites
     assert points < bound, (points, bound)
+
+
+def test_a_round_of_116_attached_blocks_draws_a_bounded_grid():
+    """The same round's alignment grid: 116 attached rows of 128 cells were all drawn (15,000 cells, the rest of a
+    switch's time); at most plots.DRAWN_ROWS rows are now, g(0) and the rows the target accepted drafts on first, the
+    others counted in the folded row, which a click opens (unfold draws every row, as before)."""
+    trace = largest_round_trace()
+    rec, texts = trace["rounds"][0], trace["token_texts"]
+    fig = plots.round_figure_parts(rec, texts, None, None)
+    rows = fig["layout"]["yaxis"]["ticktext"]
+    shifted = [t for t in fig["data"] if t.get("meta") == "shifted"]
+    attached = sum(1 for f in records.block_fates(rec, None) if f["fate"] == "attached")
+    assert attached > plots.DRAWN_ROWS and len(rows) <= plots.DRAWN_ROWS + 1, (attached, len(rows))
+    assert 0 < len(shifted) < plots.DRAWN_ROWS
+    folded = f"+{attached - len(shifted)} attached"
+    assert folded in rows[-1], rows[-1]
+    unfolded = plots.round_figure_parts(rec, texts, None, None, unfold=True)
+    assert sum(t.get("meta") == "shifted" for t in unfolded["data"]) == attached
