@@ -15,9 +15,11 @@ from app_fixtures import (LONG_PROMPT, METRICS, SLIDER, TEXT, app, client, expor
                           tiny_dirs, wait_outputs)
 
 # Three sessions with different prompts, modes, rules and seeds (temperature 1, so the seed matters).
-SETTINGS = [("hi, j.", "reanchor", "earliest", 1.0, 11, 40),
-            ("ab. ab. ab.", "reanchor", "all", 1.0, 22, 40),
-            ("a b c d e f g", "dflash", "earliest", 1.0, 33, 40)]
+# every shifted block ("all"): the page's default cap, "auto", sizes rounds by measured times, which differ when
+# runs share the machine, and at T > 0 other proposals draw other tokens (the law is the same, not the draw)
+SETTINGS = [("hi, j.", "reanchor", "earliest", 1.0, 11, 40, "all"),
+            ("ab. ab. ab.", "reanchor", "all", 1.0, 22, 40, "all"),
+            ("a b c d e f g", "dflash", "earliest", 1.0, 33, 40, "all")]
 
 
 def _untimed(caption: str) -> str:

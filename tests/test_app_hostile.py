@@ -489,7 +489,7 @@ def test_bad_choices_and_round_numbers_through_the_api(app):
     assert "example trace" in c.predict(api_name="/show_example")[METRICS]
     with pytest.raises(AppError, match="Comparison rule: 'middle' is not one of"):
         c.predict("dflash", "middle", api_name="/compare")
-    with pytest.raises(AppError, match="Example trace: '../../etc/passwd' is not one of: chat-focus"):
+    with pytest.raises(AppError, match="Example trace: '../../etc/passwd' is not one of: .*chat-focus"):
         c.predict("../../etc/passwd", api_name="/example_trace")
     with pytest.raises(AppError, match="Go to round of token #: enter a token number"):
         c.predict("x", api_name="/token_round")

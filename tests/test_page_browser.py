@@ -39,10 +39,14 @@ EXPECTED = {"rx-b": rgba(plots.BASE_COLOR, "22"), "rx-x": rgba(plots.BONUS_COLOR
             "rx-s0": rgba(plots.D_COLORS[0], "44"), "rx-s1": rgba(plots.D_COLORS[1], "44")}
 
 
-def assert_palette(colours: dict) -> None:
+# the race's lanes: shifted tokens a deeper shade (render.PALETTE_VARS' lane-bg), underlined in their own colour
+LANES = {**EXPECTED, "rx-s0": rgba(plots.D_COLORS[0], "66"), "rx-s1": rgba(plots.D_COLORS[1], "66")}
+
+
+def assert_palette(colours: dict, expected: dict = EXPECTED) -> None:
     seen = {c: parsed(v) for c, v in colours.items() if v is not None}
     assert {"rx-b", "rx-x"} <= seen.keys(), colours   # baseline tokens and bonuses in every text
-    assert seen == {c: EXPECTED[c] for c in seen}, colours
+    assert seen == {c: expected[c] for c in seen}, colours
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +93,7 @@ def test_the_race_export_colours_its_lanes(browser, tmp_path):
         pg = ctx.new_page()
         pg.goto(path.as_uri())
         pg.wait_for_function("() => document.querySelector('#race')?.dataset.replay === 'ended'", timeout=120000)
-        assert_palette(pg.evaluate(JS_TOKEN_COLOURS, "#race .rx-lane:nth-child(2)"))
+        assert_palette(pg.evaluate(JS_TOKEN_COLOURS, "#race .rx-lane:nth-child(2)"), LANES)
         pg.screenshot(path=str(OUTPUT / "page-files-race-export.png"))
     finally:
         ctx.close()
