@@ -76,6 +76,30 @@ def test_the_page_runs_its_files(replay_app, browser):
         pg.close()
 
 
+def test_a_busy_rounds_route_is_asked_again(replay_app, browser):
+    """The rounds route draws one request at a time and answers 429 or 503 while busy (docs/security.md): the page asks
+    again a little later, so its rounds ahead are still fetched (it gave the sequence up at the first such answer)."""
+    if not EXAMPLES:
+        pytest.skip("no example trace to show")
+    pg = browser.new_page(viewport={"width": 1280, "height": 720})
+    answers = []
+
+    def busy_first(route):
+        answers.append(503 if len(answers) < 2 else 200)
+        if answers[-1] == 503:
+            route.fulfill(status=503, body='{"error": "busy"}', content_type="application/json")
+        else:
+            route.continue_()
+    try:
+        pg.route("**/rx/rounds/**", busy_first)
+        pg.goto(replay_app.url)
+        pg.wait_for_selector("#rx-round-plot .rx-plot[data-shown] .main-svg", timeout=60000)
+        pg.wait_for_function("() => window.__rxHeld().length >= 8", timeout=60000)
+        assert answers[:3] == [503, 503, 200], answers
+    finally:
+        pg.close()
+
+
 def test_the_race_export_colours_its_lanes(browser, tmp_path):
     """An exported race (the same race.js and race.css, with the palette's custom properties inlined) shows each
     lane's tokens in the app's colours, offline."""

@@ -113,16 +113,19 @@ const prepare = (r) => {
 // A round shown while a sequence runs re-aims it (`want` is shared): a far jump used to wait for the old sequence,
 // whose end started no new one, so the rounds around the jump were never fetched
 let fetching = null, want = [];
+const RETRIES = 6;  // busy answers a sequence rides out (0.3 + 0.6 + ... + 1.8 s: 6.3 s in all)
 const fetchAhead = (src, key, around, n) => {
   want = wanted(around, n, WINDOW);
   if (fetching === key + src) return;
   fetching = key + src;
+  let busy = 0;  // "busy" answers in a row: 429 (this session's last request still drawn), 503 (other sessions')
   const next = () => {
     const from = nextFrom(want, (r) => cache.has(r), n, PER_FETCH);
     if (from === null || cacheKey !== key) { if (fetching === key + src) fetching = null; return; }
     fetch(`${src}?key=${encodeURIComponent(key)}&from=${from}&count=${PER_FETCH}`, {cache: 'no-store'})
       .then((res) => (res.ok ? res.json() : Promise.reject(res.status)))
       .then((got) => {
+        busy = 0;
         if (got.key !== cacheKey) { if (fetching === key + src) fetching = null; return; }  // stale: the next answer
         got.rounds.forEach((e) => {
           if (!cache.has(e.round)) cache.set(e.round, {caption: e.caption, fig: e.fig, text: JSON.stringify(e.fig)});
@@ -130,7 +133,16 @@ const fetchAhead = (src, key, around, n) => {
         drawAhead();
         idle(next, {timeout: 1000});
       })
-      .catch(() => { if (fetching === key + src) fetching = null; });
+      .catch((status) => {
+        // the server asks to come back later (its rounds route draws one request at a time): again, a little later
+        // each time, a few times; past that the next round switch starts a new sequence
+        if ((status === 429 || status === 503) && cacheKey === key && busy < RETRIES) {
+          busy += 1;
+          setTimeout(next, 300 * busy);
+          return;
+        }
+        if (fetching === key + src) fetching = null;
+      });
   };
   idle(next, {timeout: 1000});
 };
