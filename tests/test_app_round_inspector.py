@@ -262,10 +262,14 @@ def test_projector_1024_labels_titles_settings_and_a_run_after_play(app, browser
     assert "reanchor / earliest" in pg.inner_text("#rx-metrics")       # the example trace's settings
     for stem in [e.stem for e in EXAMPLES]:
         if stem != example_box(pg):
+            before = caption(pg)
             pg.locator("#rx-example-trace input").click()
             pg.get_by_role("option", name=stem).click()
             pg.wait_for_function("s => document.querySelector('#rx-example-trace input')?.value === s", arg=stem)
-            wait_caption(pg, "most instructive round")
+            # the new trace's caption (the one shown before says "most instructive round" too)
+            pg.wait_for_function("b => { const t = document.querySelector('#rx-caption')?.innerText || '';"
+                                 " return t !== b && t.includes('most instructive round'); }", arg=before,
+                                 timeout=30000)
         r, last = round_shown(pg), int(re.search(r"rounds 0–(\d+)", caption(pg)).group(1))
         for _ in range(6):
             wait_figure(pg, r)
