@@ -112,6 +112,20 @@ const prepare = (r) => {
 // at a time, PER_FETCH rounds each; given up once the key changes (the server answers no rounds for an old key).
 // A round shown while a sequence runs re-aims it (`want` is shared): a far jump used to wait for the old sequence,
 // whose end started no new one, so the rounds around the jump were never fetched
+// the caption brought into view now, and again once it names the round asked for: the server's answer can move what
+// lies above it (a list or a Compare figure redrawn), and a caption scrolled to at the click alone ended out of view
+window.__rxCaptionIntoView = (r) => {
+  const cap = document.querySelector('#rx-caption');
+  if (!cap) return;
+  cap.scrollIntoView({block: 'start'});
+  const obs = new MutationObserver(() => {
+    if (!(cap.innerText || '').includes('Round ' + r + ' (')) return;
+    obs.disconnect();
+    requestAnimationFrame(() => cap.scrollIntoView({block: 'start'}));
+  });
+  obs.observe(cap, {childList: true, subtree: true, characterData: true});
+  setTimeout(() => obs.disconnect(), 15000);
+};
 let fetching = null, want = [];
 const RETRIES = 6;  // busy answers a sequence rides out (0.3 + 0.6 + ... + 1.8 s: 6.3 s in all)
 const fetchAhead = (src, key, around, n) => {

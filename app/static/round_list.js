@@ -5,6 +5,5 @@ element.addEventListener('click', (e) => {
   const shown = !!window.__rxJump && window.__rxJump(r);
   const send = () => trigger('click', {round: r});
   if (window.__rxSend) window.__rxSend(send, shown); else send();
-  const top = document.querySelector('#rx-caption');
-  if (top) top.scrollIntoView({block: 'start'});
+  if (window.__rxCaptionIntoView) window.__rxCaptionIntoView(r);
 });

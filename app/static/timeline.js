@@ -25,8 +25,8 @@ const draw = () => {
         const shown = !OTHER && !!window.__rxJump && window.__rxJump(Math.round(p.x));
         const send = () => trigger('click', {round: Math.round(p.x)});
         if (window.__rxSend) window.__rxSend(send, shown); else send();
-        const top = FRAME ? null : document.querySelector('#rx-caption');  // the Compare panel: bring it into view
-        if (top) top.scrollIntoView({block: 'start'});
+        // from the Compare panel: the inspector's caption into view
+        if (!FRAME && window.__rxCaptionIntoView) window.__rxCaptionIntoView(Math.round(p.x));
       });
     }
   });
