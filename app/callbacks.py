@@ -48,12 +48,14 @@ def _state(st) -> dict:
 NAV_LOCK = threading.Lock()
 
 
-def ask_round(st: dict, i) -> int:
-    """Make round i (clamped) the session's view and return this switch's ticket."""
+def ask_round(st: dict, i, delta: int = 0) -> tuple[int, int]:
+    """Make round i (None: the view + delta, read under the lock, so that two quick steps make two) the session's
+    view, clamped; return it and this switch's ticket."""
     with NAV_LOCK:
-        st["view"], st["view_in_run"] = session.clamp_round(st.get("trace"), i), True
+        i = session.clamp_round(st.get("trace"), st.get("view", 0) + delta if i is None else i)
+        st["view"], st["view_in_run"] = i, True
         st["nav_ticket"] = ticket = st.get("nav_ticket", 0) + 1
-    return ticket
+    return i, ticket
 
 
 def drop_export(path: str | None) -> None:
@@ -403,13 +405,14 @@ class Callbacks:
 
     # -- round navigation -------------------------------------------------------------------------
     @shows("Round inspector")
-    def goto(self, st, i):
+    def goto(self, st, i, delta: int = 0):
+        """Round i (None: the view + delta) in the inspector."""
         st = self._session(st)
         trace = st.get("trace")
         if trace is None and st.get("freed"):
             raise bad_input(f"Round inspector: this session's trace was freed ({st['freed']}); load or run again",
                             "Trace freed")
-        ticket = ask_round(st, i)
+        i, ticket = ask_round(st, i, delta)
         i, cap, fig = views.round_outputs(st, i)
         if st.get("nav_ticket") != ticket:   # a later switch (or load) came in while this one was built
             return (gr.skip(),) * NAV_OUTPUTS
@@ -439,7 +442,7 @@ class Callbacks:
         return self.goto(st, _state(st).get("view", 0))
 
     def step(self, st, delta: int):
-        return self.goto(st, _state(st).get("view", 0) + delta)
+        return self.goto(st, None, delta)
 
     def last(self, st):
         return self.goto(st, len((_state(st).get("trace") or {}).get("rounds", [])) - 1)

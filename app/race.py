@@ -292,7 +292,7 @@ class Race:
         """The race's Engine in the chosen precision (the loaded one when none is given) and drafter (the start
         drafter when none is), waiting (and saying so) while a copy is still being built at load; yields status
         updates, returns (engine, dtype)."""
-        engine = engine_or_error(self.loader)
+        engine_or_error(self.loader)            # a clear error while the models load, or after they failed
         loaded = self.loader.race_dtypes()[0]   # the loaded engine's dtype (app.loader imports this module)
         dtype = precision or loaded
         if drafter and drafter != self.loader.default_drafter():

@@ -208,14 +208,19 @@ def _wire_navigation(c: SimpleNamespace, cb: Callbacks) -> None:
     nav = [getattr(c, name) for name in views.NAV_OUTPUTS]
     fast = dict(show_progress="hidden", queue=False)  # reads the session's trace only
     c.first_btn.click(lambda st: cb.goto(st, 0), [c.state], nav, api_name="first_round", **fast)
-    c.prev_btn.click(lambda st: cb.step(st, -1), [c.state], nav, api_name="prev_round", **fast)
-    c.next_btn.click(lambda st: cb.step(st, +1), [c.state], nav, api_name="next_round", **fast)
+    # a second step while the first is out is a step too ("multiple"; Gradio's default "once" dropped it, and the
+    # first's answer took the page back from the round it had shown)
+    c.prev_btn.click(lambda st: cb.step(st, -1), [c.state], nav, api_name="prev_round", trigger_mode="multiple", **fast)
+    c.next_btn.click(lambda st: cb.step(st, +1), [c.state], nav, api_name="next_round", trigger_mode="multiple", **fast)
     c.last_btn.click(cb.last, [c.state], nav, api_name="last_round", **fast)
-    # .input: keyboard and the number box; .release: mouse drags and clicks
+    # .input: keyboard and the number box; .release: mouse drags and clicks. Each call carries its own value
+    # ("multiple"): "always_last" sent a call typed while another was out only after that one's answer, with the
+    # slider's value read then, which that answer had set back (a typed jump lost). A slower, earlier call's answer
+    # is dropped by the server's ticket (Callbacks.goto).
     c.slider.input(lambda v, st: cb.goto(st, v), [c.slider, c.state], nav, api_name="goto_round",
-                   trigger_mode="always_last", **fast, **RAW)
+                   trigger_mode="multiple", **fast, **RAW)
     c.slider.release(lambda v, st: cb.goto(st, v), [c.slider, c.state], nav, api_name="slider_release",
-                     trigger_mode="always_last", **fast, **RAW)
+                     trigger_mode="multiple", **fast, **RAW)
     c.follow.input(lambda v, st: st.update(follow=bool(v)), [c.follow, c.state], None, api_name="follow", **fast,
                    **RAW)
     c.timeline_plot.click(cb.on_timeline_click, [c.state], nav, api_name="timeline_click", **fast)

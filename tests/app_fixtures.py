@@ -243,6 +243,37 @@ JS_ROUND_SETTLED = """i => (document.querySelector('#rx-caption')?.innerText || 
                          && document.querySelector('#rx-slider input[type=range]')?.value === String(i)"""
 
 
+def go_to_round(pg, i: int) -> None:
+    """Type round i and press Enter, as a person would, until the server's answer is in."""
+    box = pg.locator("#rx-slider input[type=number]")
+    box.fill(str(i))
+    box.press("Enter")
+    pg.wait_for_function(JS_ROUND_SETTLED, arg=i, timeout=20000)
+
+
+def show_example(pg, stem: str) -> int:
+    """Pick an example trace; the round it opens on, once the server's answer is in."""
+    from app import records
+
+    trace = json.loads((REPO / "assets" / "traces" / f"{stem}.json").read_text())
+    i = (records.most_instructive(trace["rounds"]) or (0, ""))[0]
+    if pg.evaluate("() => document.querySelector('#rx-example-trace input')?.value || ''") == stem:
+        # shown already (the page opens on the first one): picking it again would send a call whose answer may land
+        # after the checks below, which the page passes already, and undo the test's next step
+        go_to_round(pg, i)
+        return i
+    pg.locator("#rx-example-trace input").click()
+    pg.get_by_role("option", name=stem).click()
+    pg.wait_for_function("n => (document.querySelector('#rx-example-trace input')?.value || '') === n", arg=stem,
+                         timeout=20000)
+    # this trace's numbers in the strip, and its opening round in the inspector (not the trace shown before)
+    wait_text(pg, "#rx-metrics", f"rounds {len(trace['rounds'])}\\b", 20000)
+    pg.wait_for_function(JS_ROUND_SETTLED, arg=i, timeout=20000)
+    pg.wait_for_function("() => /most instructive/.test(document.querySelector('#rx-caption')?.innerText || '')",
+                         timeout=20000)
+    return i
+
+
 class Watched:
     """A page whose requests, console errors and dialogs are recorded."""
 

@@ -14,7 +14,7 @@ import re
 
 import pytest
 
-from app_fixtures import OUTPUT, REPO, compare_with_dflash, real_trace, wait_text
+from app_fixtures import OUTPUT, REPO, compare_with_dflash, go_to_round, real_trace, show_example, wait_text
 from test_app_browser import JS_ROUND_SETTLED
 from test_app_round_inspector import app, page  # noqa: F401  (the fixtures: the tiny app, one page at 1280x720)
 
@@ -34,21 +34,6 @@ JS_FRAMES = """() => {
 }"""
 
 
-def go_to_round(pg, i: int) -> None:
-    """Type round i and press Enter, as a person would; typed again (a person would) where a slider update of the
-    step before, still landing on a loaded machine, took the typed value back (seen once in CI: 60 s, no round)."""
-    from playwright.sync_api import TimeoutError as PlaywrightTimeout
-
-    box = pg.locator("#rx-slider input[type=number]")
-    for attempt in range(3):
-        box.fill(str(i))
-        box.press("Enter")
-        try:
-            pg.wait_for_function(JS_ROUND_SETTLED, arg=i, timeout=20000)
-            return
-        except PlaywrightTimeout:
-            if attempt == 2:
-                raise
 
 
 def load_trace(pg, trace: dict, path) -> None:
@@ -159,27 +144,6 @@ JS_PARTS = """() => [...document.querySelector('#rx-round-plot .js-plotly-plot[d
 JS_PHASE = "() => document.querySelector('#rx-caption .rx-phase')?.textContent || ''"
 
 
-def show_example(pg, stem: str) -> int:
-    """Pick an example trace; the round it opens on, once the server's answer is in."""
-    from app import records
-
-    trace = json.loads((REPO / "assets" / "traces" / f"{stem}.json").read_text())
-    i = (records.most_instructive(trace["rounds"]) or (0, ""))[0]
-    if pg.evaluate("() => document.querySelector('#rx-example-trace input')?.value || ''") == stem:
-        # shown already (the page opens on the first one): picking it again would send a call whose answer may land
-        # after the checks below, which the page passes already, and undo the test's next step
-        go_to_round(pg, i)
-        return i
-    pg.locator("#rx-example-trace input").click()
-    pg.get_by_role("option", name=stem).click()
-    pg.wait_for_function("n => (document.querySelector('#rx-example-trace input')?.value || '') === n", arg=stem,
-                         timeout=20000)
-    # this trace's numbers in the strip, and its opening round in the inspector (not the trace shown before)
-    wait_text(pg, "#rx-metrics", f"rounds {len(trace['rounds'])}\\b", 20000)
-    pg.wait_for_function(JS_ROUND_SETTLED, arg=i, timeout=20000)
-    pg.wait_for_function("() => /most instructive/.test(document.querySelector('#rx-caption')?.innerText || '')",
-                         timeout=20000)
-    return i
 
 
 @pytest.mark.skipif(not EXAMPLES, reason="no example traces installed")
@@ -395,7 +359,10 @@ def test_a_jump_draws_a_round_the_page_fetched_while_the_server_waits(page):
 
     fetched = []
     page.on("request", lambda r: fetched.append(r.url) if "/rx/rounds/" in r.url else None)
-    path = next((p for p in EXAMPLES if p.stem.startswith("math")), EXAMPLES[0])
+    # a trace other than the one shown, whose rounds the page fetches after the listener above is on (the one shown
+    # may have been fetched whole while the fixture's page opened)
+    shown = page.evaluate("() => document.querySelector('#rx-example-trace input')?.value || ''")
+    path = next(p for p in EXAMPLES if p.stem != shown)
     show_example(page, path.stem)
     n = len(json.loads(path.read_text())["rounds"])
     page.wait_for_function("n => window.__rxHeld().length >= n", arg=n, timeout=30000)
@@ -609,3 +576,54 @@ def test_a_far_jump_while_the_page_fetches_gets_the_rounds_around_it(page, tmp_p
     finally:
         holding[0] = False
         page.unroute("**/rx/rounds/**")
+
+
+@pytest.mark.skipif(not EXAMPLES, reason="no example traces installed")
+def test_switches_asked_while_earlier_ones_are_out_each_reach_the_server_and_the_last_wins(page):
+    """On a loaded machine a person types a round, then another before the first's answer is back, or presses
+    "next" twice: each switch is sent at once with its own value, and the page ends on the last one asked for once
+    the answers land in order. (With Gradio's "always_last" the second jump was sent only after the first's answer,
+    with the slider's value read then, which that answer had set back: the typed round was lost; with "once" the
+    second "next" was dropped.)"""
+    path = next((p for p in EXAMPLES if p.stem.startswith("math")), EXAMPLES[0])
+    start = show_example(page, path.stem)
+    n = len(json.loads(path.read_text())["rounds"])
+    a, b = (start + 5) % (n - 2), (start + 9) % (n - 2)
+    page.wait_for_function("t => t.every(r => window.__rxHeld().includes(r))", arg=[a, b, b + 1, b + 2],
+                           timeout=30000)
+    held = []  # Gradio's calls, answered in the order they were sent once both are out
+    page.route("**/gradio_api/**", lambda r: held.append(r) if r.request.method == "POST" else r.continue_())
+    try:
+        box = page.locator("#rx-slider input[type=number]")
+        for r in (a, b):
+            with page.expect_request(lambda q: "/gradio_api/" in q.url and q.method == "POST", timeout=10000):
+                box.fill(str(r))
+        page.wait_for_function("b => (document.querySelector('#rx-caption')?.innerText || '').includes('Round ' + b + ' (')",
+                               arg=b, timeout=10000)
+        sent = [_first_value(r.request.post_data) for r in held]
+    finally:
+        for r in held:
+            r.continue_()
+        held.clear()
+    assert a in sent and b in sent[sent.index(a):], f"calls out for typed jumps to {a} then {b}: {sent}"
+    page.wait_for_function(JS_ROUND_SETTLED, arg=b, timeout=20000)
+    try:
+        for _ in range(2):
+            with page.expect_request(lambda q: "/gradio_api/" in q.url and q.method == "POST", timeout=10000):
+                page.click("#rx-next")
+        sent = len(held)
+    finally:
+        for r in held:
+            r.continue_()
+        page.unroute("**/gradio_api/**")
+    assert sent >= 2, f"{sent} calls out for two clicks on next"
+    page.wait_for_function(JS_ROUND_SETTLED, arg=b + 2, timeout=20000)
+
+
+def _first_value(post_data: str | None):
+    """The first input of a Gradio call's body (a round switch's: the round asked for), None where it has none."""
+    try:
+        data = json.loads(post_data or "")["data"]
+        return int(data[0]) if data and isinstance(data[0], (int, float)) else None
+    except (ValueError, KeyError, TypeError):
+        return None
