@@ -1,6 +1,6 @@
-"""Decoding: the Engine's model calls (engine.py), one round (round.py), the run loop (run.py) and
-the cost budget (cost.py). The pure core they use is engine/attach.py, engine/trie.py and
-engine/sampling.py."""
+"""Decoding: the Engine's model calls (engine.py), one round (round.py), the run loop (run.py), the
+cost budget (cost.py), and greedy ReAnchor in one screen, to read (reference_loop.py). The pure core they
+use is engine/attach.py, engine/trie.py and engine/sampling.py."""
 from .config import DecodeConfig, validate
 
 __all__ = ["DecodeConfig", "Engine", "Run", "validate"]
