@@ -14,7 +14,7 @@ import subprocess
 import sys
 import time
 
-from engine.options import add_model_args
+from engine.models.args import add_model_args
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
