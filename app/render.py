@@ -188,7 +188,7 @@ def round_caption(rec: dict, index: int, total: int, depth_cap: int | None = Non
                   + f" + {lens['shifted']} shifted gain, "
                   f"draft {rec.get('draft_ms', 0):.1f} ms, verify {rec.get('verify_ms', 0):.1f} ms"
                   + "".join(f", {k} {v:.1f} ms" for k, v in (rec.get("stages_ms") or {}).items()
-                            if k not in ("draft", "verify")))  # the round's own work (engine/trace.py STAGES)
+                            if k not in ("draft", "verify")))  # the round's own work (engine/trace/records.py STAGES)
     budget = rec.get("budget") if isinstance(rec.get("budget"), dict) else None
     line = fates_line(fates, budget)
     if budget and budget.get("plain") is True:

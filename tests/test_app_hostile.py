@@ -1,6 +1,6 @@
 """Issue 18: hostile traces, foreign scripts and long-lived sessions.
 
-In process: the trace validator (engine/trace.py) refuses the issue's traces naming the field, bounds
+In process: the trace validator (engine/trace/validation.py) refuses the issue's traces naming the field, bounds
 nesting before parsing and the work a trace may ask for; a few hundred random mutations of a real trace
 end in a message or a view bounded by what it draws; every string reaching Plotly is escaped; the text
 view shows any script as written; Sessions bounds what sessions hold.
