@@ -5,18 +5,11 @@ from engine.options import TREE_MODES
 from engine.trace import token_sources
 
 from . import assets, glossary, records
-from .plots import BASE_COLOR, BONUS_COLOR, D_COLORS, SHARED_COLOR
+from .palette import ACCEPT_COLOR, BASE_COLOR, BONUS_COLOR, D_COLORS, PALETTE_VARS, SHARED_COLOR
 from .tokentext import _shown, escape, piece, text_html
 
 PROMPT_TAIL = 600  # prompt tokens shown (the rest is elided)
 
-# The token backgrounds of the text view and the race's lanes (text.css, race.css read them as var(--name)):
-# each source's palette colour, translucent
-PALETTE_VARS = {"rx-b-bg": BASE_COLOR + "22", "rx-x-bg": BONUS_COLOR + "55",
-                **{f"rx-s{i}-bg": c + "44" for i, c in enumerate(D_COLORS)},
-                # the race's lanes: a deeper shade, underlined in the block's own colour
-                **{f"rx-s{i}-lane-bg": c + "66" for i, c in enumerate(D_COLORS)},
-                **{f"rx-s{i}-fg": c for i, c in enumerate(D_COLORS)}}
 PALETTE_CSS = assets.css_vars(PALETTE_VARS)
 CSS = PALETTE_CSS + assets.read("text.css")
 
@@ -233,7 +226,7 @@ FIGURE_LEGEND = (
     + " ".join([_chip(BASE_COLOR, "baseline only", "●"), _chip(SHARED_COLOR, "shared by baseline and g(d)", "●"),
                 _chip(D_COLORS[0], "g(d) only (colour per d; the branch's block named at its end)", "●"),
                 _chip("#555", "under a node: a dot per block that proposed it", "▪"),
-                _chip("#1a9e50", "accepted path", "━"), _chip(BONUS_COLOR, "bonus (target)", "★"),
+                _chip(ACCEPT_COLOR, "accepted path", "━"), _chip(BONUS_COLOR, "bonus (target)", "★"),
                 _chip("#d1495b", "retained for the next round", "◯"),
                 "<span>labels: the accepted path and each branch's first token; hover for the rest</span>"])
     + "</div>"

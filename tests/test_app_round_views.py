@@ -22,7 +22,7 @@ import json
 
 import pytest
 
-from app import analysis, callbacks, plots, records, render, session, tokentext, views
+from app import analysis, callbacks, palette, plots, records, render, session, tokentext, views
 from app_fixtures import all_real_traces, real_rounds, real_trace, tiny_engine
 
 SKIP = {"__type__": "update"}  # gr.skip()
@@ -46,7 +46,7 @@ def _is_open(symbol) -> bool:
 def test_accepted_cell_frames_are_the_legends_green(traces):
     """An open marker is stroked in marker.color (marker.line.color is ignored): every open marker names its
     colour, and the accepted cells' frames are ACCEPT_COLOR, as render.FIGURE_LEGEND's "□ accepted cell"."""
-    assert plots.ACCEPT_COLOR in render.FIGURE_LEGEND
+    assert palette.ACCEPT_COLOR in render.FIGURE_LEGEND
     accepted = 0
     for _, _, fig in _figures(traces):
         for tr in fig["data"]:
@@ -55,7 +55,7 @@ def test_accepted_cell_frames_are_the_legends_green(traces):
                 assert marker.get("color"), f"open markers of {tr.get('name')!r} take Plotly's colorway"
             if tr.get("name") == "accepted":
                 accepted += 1
-                assert marker["color"] == plots.ACCEPT_COLOR, marker
+                assert marker["color"] == palette.ACCEPT_COLOR, marker
     assert accepted > 10
 
 
@@ -234,13 +234,13 @@ def test_the_timeline_frames_the_round_in_view(traces):
         where = [(f["x0"], f["x1"], f["y0"], f["y1"], f["yref"]) for f in frames]
         assert where == [(i - 0.5, i + 0.5, 0, 1, "paper")] * 2, where
         above = [f for f in frames if f["layer"] == "above"]
-        assert len(above) == 1 and above[0]["line"]["color"] == plots.VIEW_COLOR and above[0]["line"]["width"] >= 2
+        assert len(above) == 1 and above[0]["line"]["color"] == palette.VIEW_COLOR and above[0]["line"]["width"] >= 2
         assert above[0]["showlegend"] and not above[0].get("fillcolor")  # the bar under it keeps its colours
         assert [f["showlegend"] for f in frames].count(True) == 1
     assert json.dumps(t["rounds"]) == before
     for view in (None, -1, n):
         assert _frames(json.loads(plots.timeline_figure(t["rounds"], view=view).to_json())) == []
-    assert plots.VIEW_COLOR in render.CSS  # the colour that outlines the round's tokens in the text view
+    assert palette.VIEW_COLOR in render.CSS  # the colour that outlines the round's tokens in the text view
     # the page's timeline frames the round it shows; Compare's half-width timelines frame none
     st = session.new_state()
     st["trace"] = t
