@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from helpers import poll_until, wait_until
+
 REPO = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or "/usr/bin/chromium"
@@ -142,37 +144,29 @@ class AppProcess:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
 
+    def _serves(self) -> bool:
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"app exited with {self.proc.returncode}:\n{self.log()[-3000:]}")
+        try:
+            with urllib.request.urlopen(self.url, timeout=2) as r:
+                return r.status == 200
+        except OSError:
+            return False
+
     def wait_up(self, timeout: float = 120.0) -> None:
-        t0 = time.monotonic()
-        while time.monotonic() - t0 < timeout:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"app exited with {self.proc.returncode}:\n{self.log()[-3000:]}")
-            try:
-                with urllib.request.urlopen(self.url, timeout=2) as r:
-                    if r.status == 200:
-                        return
-            except OSError:
-                time.sleep(0.3)
-        raise TimeoutError(f"app not up after {timeout} s:\n{self.log()[-3000:]}")
+        wait_until(self._serves, timeout, lambda: f"the app up:\n{self.log()[-3000:]}", every=0.3)
 
     def wait_model(self, client, timeout: float = 120.0) -> str:
-        t0 = time.monotonic()
-        while time.monotonic() - t0 < timeout:
+        def loaded() -> str | None:
             status = client.predict(api_name="/model_status")[0]
-            if status.startswith("ready"):
-                return status
             if "failed" in status:
                 raise RuntimeError(status)
-            time.sleep(0.5)
-        raise TimeoutError("model not loaded")
+            return status if status.startswith("ready") else None
+
+        return wait_until(loaded, timeout, "the model loaded", every=0.5)
 
     def wait_log(self, text: str, timeout: float = 30.0, count: int = 1) -> bool:
-        t0 = time.monotonic()
-        while time.monotonic() - t0 < timeout:
-            if self.log().count(text) >= count:
-                return True
-            time.sleep(0.2)
-        return False
+        return bool(poll_until(lambda: self.log().count(text) >= count, timeout, every=0.2))
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -423,8 +417,10 @@ def export_path(app, result) -> str:
 
 
 def wait_outputs(job, n: int, timeout: float = 120.0) -> None:
-    t0 = time.monotonic()
-    while len(job.outputs()) < n:
+    def enough() -> bool:
+        if len(job.outputs()) >= n:
+            return True
         assert not job.done() or len(job.outputs()) >= n, "the run ended before it could be stopped"
-        assert time.monotonic() - t0 < timeout
-        time.sleep(0.05)
+        return False
+
+    wait_until(enough, timeout, f"{n} outputs of the job")

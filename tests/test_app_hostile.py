@@ -29,6 +29,7 @@ from app.tokentext import generated_ids, trace_pieces
 from app_fixtures import OUTPUT, PYTHON, REPO, launched_app, real_trace
 from engine.trace import (MAX_NESTING, Limits, TextPieces, TraceError, parse_trace, text_pieces, tiled_trace,
                           validate_trace)
+from helpers import poll_until, wait_until
 from test_app_plots import OUR_TAGS, _strings
 from tiny import SCRIPT, save_scripted, scripted_models
 
@@ -352,8 +353,8 @@ def test_sessions_are_bounded_in_count_and_idle_time():
     example.update(trace=trace, example=True)  # a shipped example is shared: not counted, never freed
     s.touch(example)
     assert states[1]["trace"] is not None
-    time.sleep(0.4)
-    s.sweep()
+    # idle past idle_s: a sweep frees it
+    wait_until(lambda: s.sweep() or states[1]["trace"] is None, 10, "the idle session's trace freed by a sweep")
     assert states[1]["trace"] is None and "unused" in states[1]["freed"] and example["trace"] is trace
     s.release(states[2])
     assert states[2]["trace"] is None
@@ -522,12 +523,7 @@ def test_busy_port_is_one_line(app):
 
 
 def _wait(cond, timeout: float) -> bool:
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < timeout:
-        if cond():
-            return True
-        time.sleep(0.25)
-    return False
+    return bool(poll_until(cond, timeout, every=0.25))
 
 
 def test_sessions_give_their_memory_back(app, tmp_path):
