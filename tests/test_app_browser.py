@@ -12,8 +12,8 @@ import statistics
 
 import pytest
 
-from app_fixtures import (JS_ROUND_SETTLED, JS_TIMED_NEXT, LONG_PROMPT, OUTPUT, REPO, Watched, chromium_or_skip,  # noqa: F401
-                          click_timeline_bar, compare_with_dflash)  # (JS_ROUND_SETTLED: the lesson's tests read it here)
+from app_fixtures import (JS_TIMED_NEXT, LONG_PROMPT, OUTPUT, REPO, Watched, chromium_or_skip, click_timeline_bar,
+                          compare_with_dflash)
 
 pytest.importorskip("playwright.sync_api")  # the browser fixture (conftest.py) drives it
 
