@@ -12,7 +12,7 @@ from engine.bench import report
 from engine.options import (ACCEPTANCE, DEFAULT_ACCEPTANCE, DEFAULT_RULE, DEFAULT_TREE_RANK, MODES, RULES, TREE_RANKS,
                             run_label)
 
-from . import plots
+from . import palette, plots
 from .tokentext import markdown_text
 
 REPLAY_WORK = 3_000_000  # path tokens a counterfactual may build (~2 us each): a loaded trace may ask for more
@@ -75,7 +75,7 @@ def figures(results: dict, scope: str = "current run"):
         by_d.sort(key=lambda kv: int(kv[0]) if kv[0].isdigit() else 0)
         g = plots.bar_figure([f"d={k}" for k, _ in by_d], [v for _, v in by_d],
                              f"Figure 2 (gain): accepted drafts gained by shifted offset d\n{scope}", "offset", "tokens",
-                             color=plots.D_COLORS[0])
+                             color=palette.D_COLORS[0])
     else:
         g = plots.empty_figure("no shifted gain in this run")
     return h, g

@@ -1,5 +1,8 @@
 """The page's callbacks: each reads the session's state (gr.State) and returns component values
-(app.views); the loaded Engine is shared read-only (app.loader). Wired to components in app.ui."""
+(app.views); the loaded Engine is shared read-only (app.loader). Wired to components in app.ui.
+
+Size: over 500 lines because every event's callback is a method of the one Callbacks object app.ui wires, and they
+share its session helpers (_session, _show_new, begin); the work itself lives in app.views, app.runs and app.session."""
 from __future__ import annotations
 
 import contextlib

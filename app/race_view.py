@@ -12,7 +12,7 @@ from engine.analyses import displaced
 from engine.trace import token_sources
 
 from . import assets
-from .plots import BASE_COLOR, D_COLORS, FONT
+from .palette import BASE_COLOR, D_COLORS, FONT
 from .render import PALETTE_CSS, source_style
 from .tokentext import plotly_text, trace_pieces
 

@@ -1,22 +1,18 @@
 """Escaped HTML for the streaming text (coloured by provenance) and the metrics strip."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+from functools import cached_property
+
 from engine.options import TREE_MODES
 from engine.trace import token_sources
 
 from . import assets, glossary, records
-from .plots import BASE_COLOR, BONUS_COLOR, D_COLORS, SHARED_COLOR
+from .palette import ACCEPT_COLOR, BASE_COLOR, BONUS_COLOR, D_COLORS, PALETTE_VARS, SHARED_COLOR
 from .tokentext import _shown, escape, piece, text_html
 
 PROMPT_TAIL = 600  # prompt tokens shown (the rest is elided)
 
-# The token backgrounds of the text view and the race's lanes (text.css, race.css read them as var(--name)):
-# each source's palette colour, translucent
-PALETTE_VARS = {"rx-b-bg": BASE_COLOR + "22", "rx-x-bg": BONUS_COLOR + "55",
-                **{f"rx-s{i}-bg": c + "44" for i, c in enumerate(D_COLORS)},
-                # the race's lanes: a deeper shade, underlined in the block's own colour
-                **{f"rx-s{i}-lane-bg": c + "66" for i, c in enumerate(D_COLORS)},
-                **{f"rx-s{i}-fg": c for i, c in enumerate(D_COLORS)}}
 PALETTE_CSS = assets.css_vars(PALETTE_VARS)
 CSS = PALETTE_CSS + assets.read("text.css")
 
@@ -188,7 +184,7 @@ def round_caption(rec: dict, index: int, total: int, depth_cap: int | None = Non
                   + f" + {lens['shifted']} shifted gain, "
                   f"draft {rec.get('draft_ms', 0):.1f} ms, verify {rec.get('verify_ms', 0):.1f} ms"
                   + "".join(f", {k} {v:.1f} ms" for k, v in (rec.get("stages_ms") or {}).items()
-                            if k not in ("draft", "verify")))  # the round's own work (engine/trace.py STAGES)
+                            if k not in ("draft", "verify")))  # the round's own work (engine/trace/records.py STAGES)
     budget = rec.get("budget") if isinstance(rec.get("budget"), dict) else None
     line = fates_line(fates, budget)
     if budget and budget.get("plain") is True:
@@ -233,7 +229,7 @@ FIGURE_LEGEND = (
     + " ".join([_chip(BASE_COLOR, "baseline only", "●"), _chip(SHARED_COLOR, "shared by baseline and g(d)", "●"),
                 _chip(D_COLORS[0], "g(d) only (colour per d; the branch's block named at its end)", "●"),
                 _chip("#555", "under a node: a dot per block that proposed it", "▪"),
-                _chip("#1a9e50", "accepted path", "━"), _chip(BONUS_COLOR, "bonus (target)", "★"),
+                _chip(ACCEPT_COLOR, "accepted path", "━"), _chip(BONUS_COLOR, "bonus (target)", "★"),
                 _chip("#d1495b", "retained for the next round", "◯"),
                 "<span>labels: the accepted path and each branch's first token; hover for the rest</span>"])
     + "</div>"
@@ -309,102 +305,179 @@ def _list(items: list[str], most: int = 4) -> str:
     return ", ".join(items[:most]) + (f" and {len(items) - most} more" if len(items) > most else "")
 
 
+@dataclass(frozen=True)
+class _Round:
+    """What phase_text's sentences read of one round (and the previous one's, for phase 1), computed once."""
+    rec: dict
+    prev: dict | None
+    texts: dict
+    mode: str | None
+    rule: str | None
+
+    @cached_property
+    def s(self) -> int:
+        return int(self.rec["anchor_pos"])
+
+    @cached_property
+    def a(self) -> int:
+        return int(self.rec.get("accepted", 0))
+
+    @property
+    def tree(self) -> bool:
+        return self.mode in TREE_MODES
+
+    @cached_property
+    def fates(self) -> list[dict]:
+        return records.block_fates(self.rec)
+
+    @property
+    def shifted(self) -> list[dict]:
+        return self.rec.get("shifted", [])
+
+    @cached_property
+    def att(self) -> list[dict]:
+        return [f for f in self.fates if f["fate"] == "attached"]
+
+    @property
+    def n_nodes(self) -> int:
+        return len(self.rec["trie"]["tokens"])
+
+    def q(self, tok) -> str:
+        return _q(self.texts, tok)
+
+
+def _rejected_suffix(r: _Round) -> str:
+    from .plots import retained_path  # the figure draws the same P*
+
+    rec, prev, s = r.rec, r.prev, r.s
+    if prev is None:
+        return ("Round 0 follows the prompt's prefill: there is no rejected suffix before it, so it drafts "
+                "g(0) alone.")
+    tokens, pa = retained_path(prev)
+    rej = tokens[pa + 1:]
+    if not rej:
+        return (f"Round {prev['round']} accepted its whole path ({pa} drafts): nothing was rejected, so this "
+                "round drafts g(0) alone.")
+    said = [f"{r.q(b['tokens'][0])} at {s + b['d']}" for b in r.shifted]
+    return (f"Round {prev['round']} accepted {pa} drafts; at position {s} the target rejected the draft "
+            f"{r.q(rej[0])} and wrote {r.q(rec['anchor'])} instead (the bonus, this round's anchor). "
+            f"Its {len(rej)} rejected drafts at positions {s}–{s + len(rej) - 1} keep their target states, and "
+            f"after each the target had computed its own next token: " + (_list(said) or "none kept") + ".")
+
+
+def _anchor_and_g0(r: _Round) -> str:
+    rec, s = r.rec, r.s
+    head = f"The anchor {r.q(rec['anchor'])} stands at position {s}. "
+    if r.tree:
+        return head + (f"The drafter ranks tokens for positions {s + 1}–{s + len(rec['baseline']) - 1}; g(0) is "
+                       f"its top-1 row ({_list([r.q(t) for t in rec['baseline'][1:]], 3)}), and the tree "
+                       "grows best-first from the runners-up.")
+    return head + (f"From the committed text alone the drafter writes g(0), {len(rec['baseline']) - 1} drafts "
+                   f"for positions {s + 1}–{s + len(rec['baseline']) - 1}: "
+                   f"{_list([r.q(t) for t in rec['baseline'][1:]], 4)}.")
+
+
+def _shifted_only(say):
+    """Phases 3-5 are about the shifted blocks: a round without any says so instead."""
+    def only(r: _Round) -> str:
+        if not r.shifted:
+            return (f"This round drafts no shifted blocks ({r.mode or 'this mode'}: none, or no rejected suffix was "
+                    "kept): only g(0)" + (" and its tree" if r.tree else "") + " go to the target.")
+        return say(r)
+    return only
+
+
+@_shifted_only
+def _reanchored_blocks(r: _Round) -> str:
+    s, shifted = r.s, r.shifted
+    first = shifted[0]
+    each = [f"g({b['d']}) from the state at {s + b['d'] - 1}, starting with a_{b['d']} = "
+            f"{r.q(b['tokens'][0])} at its native position {s + b['d']}" for b in shifted[:3]]
+    return (f"In the same drafter call, each re-anchored block g(d) continues from the kept state at position "
+            f"s+d−1 with the target's token a_d: " + "; ".join(each)
+            + (f"; and {len(shifted) - 3} more" if len(shifted) > 3 else "") + f" ({len(shifted)} blocks, "
+            f"g({first['d']})–g({shifted[-1]['d']})).")
+
+
+@_shifted_only
+def _matching(r: _Round) -> str:
+    hits = [f"g({f['d']})'s {r.q(b['tokens'][0])} at {', '.join(map(str, f['sites']))}"
+            for f, b in zip(r.fates, r.shifted) if f["sites"]]
+    none = [f for f in r.fates if not f["sites"]]
+    return ("Matching: each a_d is looked up in g(0) (indices 0–" + f"{len(r.rec['baseline']) - 1}). "
+            + (f"{_list(hits)}." if hits else "No a_d occurs in g(0).")
+            + (f" {len(none)} blocks match nowhere (no site)." if none else ""))
+
+
+@_shifted_only
+def _site_choice(r: _Round) -> str:
+    s, moves = r.s, []
+    for f in r.att:
+        t = f["attached"][0]
+        shift = t - f["d"]
+        how = "its own index" if shift == 0 else (f"{-shift} position{'s' if -shift > 1 else ''} earlier"
+                                                 if shift < 0 else f"{shift} later")
+        moves.append(f"g({f['d']}) to site {t} (its own index, position {s + t})" if shift == 0 else
+                     f"g({f['d']}) to site {t} ({how}: position {s + t} instead of {f['native']})")
+    gone = [f for f in r.fates if f["fate"] != "attached"]
+    return (f"Rule {r.rule or '?'} picks one site per block: " + (_list(moves, 3) if moves else "none attach")
+            + "." + (f" {len(gone)} blocks are discarded ("
+                     + ", ".join(sorted({records.FATE_SHORT[f['fate']] for f in gone})) + ")." if gone else ""))
+
+
+def _merged_trie(r: _Round) -> str:
+    att = r.att
+    srcs = records.node_sources(r.rec)
+    shared = sum(1 for x in srcs[1:] if len(x) > 1)
+    what = "g(0)'s tree" + (f" and {len(att)} shifted trees" if att else "") if r.tree else \
+        f"g(0) and {len(att)} attached block{'s' if len(att) != 1 else ''}"
+    return (f"The paths of {what} merge into one trie of {r.n_nodes} nodes: equal prefixes share nodes "
+            f"({shared} node{'s' if shared != 1 else ''} proposed by more than one block, dots under them).")
+
+
+def _verify_pass(r: _Round) -> str:
+    deepest = max(int(x) for x in r.rec["trie"]["depths"])
+    return (f"One target call scores all {r.n_nodes} nodes at once (positions {r.s}–{r.s + deepest}). Its attention "
+            "mask lets each node see the committed text and its own ancestors only, so every branch is scored "
+            "as if it were the whole text.")
+
+
+def _accepting_walk(r: _Round) -> str:
+    rec, a = r.rec, r.a
+    lens = records.round_lengths(rec)
+    acc = [r.q(t) for t in rec.get("new_tokens", [])[:a]]
+    words = (f"{lens['baseline']} on g(0) alone"
+             + (f", {lens['branches']} through tree branches" if lens["branches"] else "")
+             + (f", {lens['shifted']} through shifted blocks" if lens["shifted"] else ""))
+    bonus = (f" Then the target's own next token {r.q(rec['bonus'])} is the bonus."
+             if lens["bonus"] else " The run's end left no room for a bonus.")
+    return (f"From the anchor the target's choice is followed while a child carries it: {a} drafts accepted"
+            + (f" ({_list(acc, 5)})" if acc else "") + f", {words}." + bonus)
+
+
+def _retained(r: _Round) -> str:
+    from .plots import retained_path  # the figure draws the same P*
+
+    tokens, pa = retained_path(r.rec)
+    rej = tokens[pa + 1:]
+    nxt = r.s + r.a + 1
+    if not rej:
+        return (f"The bonus is the next anchor at position {nxt}. The accepted path ended where its drafts did: "
+                "nothing is kept, and the next round drafts g(0) alone.")
+    return (f"The bonus is the next anchor at position {nxt}. The path continues past the accepted nodes with "
+            f"{len(rej)} rejected drafts ({_list([r.q(t) for t in rej], 4)}); their target states are "
+            f"kept (rings), and the next round re-anchors up to {len(rej)} shifted blocks on them.")
+
+
+# One function a phase, in PHASES' order: phase k's sentences are PHASE_TEXTS[k - 1]'s.
+PHASE_TEXTS = (_rejected_suffix, _anchor_and_g0, _reanchored_blocks, _matching, _site_choice, _merged_trie,
+               _verify_pass, _accepting_walk, _retained)
+
+
 def phase_text(rec: dict, prev: dict | None, phase: int, texts: dict, mode: str | None = None,
                rule: str | None = None) -> str:
     """One or two plain sentences on phase `phase` (1-9) of round `rec`, built from its numbers (and the previous
-    round's, `prev`, for phase 1); `mode`, `rule`: the run's (tree modes have their own words)."""
-    from .plots import retained_path  # the figure draws the same P*
-
-    s, a = int(rec["anchor_pos"]), int(rec.get("accepted", 0))
-    tree = mode in TREE_MODES
-    fates = records.block_fates(rec)
-    shifted = rec.get("shifted", [])
-    att = [f for f in fates if f["fate"] == "attached"]
-    lens = records.round_lengths(rec)
-    n_nodes = len(rec["trie"]["tokens"])
-    if phase == 1:
-        if prev is None:
-            return ("Round 0 follows the prompt's prefill: there is no rejected suffix before it, so it drafts "
-                    "g(0) alone.")
-        tokens, pa = retained_path(prev)
-        rej = tokens[pa + 1:]
-        if not rej:
-            return (f"Round {prev['round']} accepted its whole path ({pa} drafts): nothing was rejected, so this "
-                    "round drafts g(0) alone.")
-        said = [f"{_q(texts, b['tokens'][0])} at {s + b['d']}" for b in shifted]
-        return (f"Round {prev['round']} accepted {pa} drafts; at position {s} the target rejected the draft "
-                f"{_q(texts, rej[0])} and wrote {_q(texts, rec['anchor'])} instead (the bonus, this round's anchor). "
-                f"Its {len(rej)} rejected drafts at positions {s}–{s + len(rej) - 1} keep their target states, and "
-                f"after each the target had computed its own next token: " + (_list(said) or "none kept") + ".")
-    if phase == 2:
-        head = f"The anchor {_q(texts, rec['anchor'])} stands at position {s}. "
-        if tree:
-            return head + (f"The drafter ranks tokens for positions {s + 1}–{s + len(rec['baseline']) - 1}; g(0) is "
-                           f"its top-1 row ({_list([_q(texts, t) for t in rec['baseline'][1:]], 3)}), and the tree "
-                           "grows best-first from the runners-up.")
-        return head + (f"From the committed text alone the drafter writes g(0), {len(rec['baseline']) - 1} drafts "
-                       f"for positions {s + 1}–{s + len(rec['baseline']) - 1}: "
-                       f"{_list([_q(texts, t) for t in rec['baseline'][1:]], 4)}.")
-    if not shifted and phase in (3, 4, 5):
-        return (f"This round drafts no shifted blocks ({mode or 'this mode'}: none, or no rejected suffix was kept): "
-                "only g(0)" + (" and its tree" if tree else "") + " go to the target.")
-    if phase == 3:
-        first = shifted[0]
-        each = [f"g({b['d']}) from the state at {s + b['d'] - 1}, starting with a_{b['d']} = "
-                f"{_q(texts, b['tokens'][0])} at its native position {s + b['d']}" for b in shifted[:3]]
-        return (f"In the same drafter call, each re-anchored block g(d) continues from the kept state at position "
-                f"s+d−1 with the target's token a_d: " + "; ".join(each)
-                + (f"; and {len(shifted) - 3} more" if len(shifted) > 3 else "") + f" ({len(shifted)} blocks, "
-                f"g({first['d']})–g({shifted[-1]['d']})).")
-    if phase == 4:
-        hits = [f"g({f['d']})'s {_q(texts, b['tokens'][0])} at {', '.join(map(str, f['sites']))}"
-                for f, b in zip(fates, shifted) if f["sites"]]
-        none = [f for f in fates if not f["sites"]]
-        return ("Matching: each a_d is looked up in g(0) (indices 0–" + f"{len(rec['baseline']) - 1}). "
-                + (f"{_list(hits)}." if hits else "No a_d occurs in g(0).")
-                + (f" {len(none)} blocks match nowhere (no site)." if none else ""))
-    if phase == 5:
-        moves = []
-        for f in att:
-            t = f["attached"][0]
-            shift = t - f["d"]
-            how = "its own index" if shift == 0 else (f"{-shift} position{'s' if -shift > 1 else ''} earlier"
-                                                     if shift < 0 else f"{shift} later")
-            moves.append(f"g({f['d']}) to site {t} (its own index, position {s + t})" if shift == 0 else
-                         f"g({f['d']}) to site {t} ({how}: position {s + t} instead of {f['native']})")
-        gone = [f for f in fates if f["fate"] != "attached"]
-        return (f"Rule {rule or '?'} picks one site per block: " + (_list(moves, 3) if moves else "none attach")
-                + "." + (f" {len(gone)} blocks are discarded ("
-                         + ", ".join(sorted({records.FATE_SHORT[f['fate']] for f in gone})) + ")." if gone else ""))
-    if phase == 6:
-        srcs = records.node_sources(rec)
-        shared = sum(1 for x in srcs[1:] if len(x) > 1)
-        what = "g(0)'s tree" + (f" and {len(att)} shifted trees" if att else "") if tree else \
-            f"g(0) and {len(att)} attached block{'s' if len(att) != 1 else ''}"
-        return (f"The paths of {what} merge into one trie of {n_nodes} nodes: equal prefixes share nodes "
-                f"({shared} node{'s' if shared != 1 else ''} proposed by more than one block, dots under them).")
-    if phase == 7:
-        deepest = max(int(x) for x in rec["trie"]["depths"])
-        return (f"One target call scores all {n_nodes} nodes at once (positions {s}–{s + deepest}). Its attention "
-                "mask lets each node see the committed text and its own ancestors only, so every branch is scored "
-                "as if it were the whole text.")
-    if phase == 8:
-        acc = [_q(texts, t) for t in rec.get("new_tokens", [])[:a]]
-        words = (f"{lens['baseline']} on g(0) alone"
-                 + (f", {lens['branches']} through tree branches" if lens["branches"] else "")
-                 + (f", {lens['shifted']} through shifted blocks" if lens["shifted"] else ""))
-        bonus = (f" Then the target's own next token {_q(texts, rec['bonus'])} is the bonus."
-                 if lens["bonus"] else " The run's end left no room for a bonus.")
-        return (f"From the anchor the target's choice is followed while a child carries it: {a} drafts accepted"
-                + (f" ({_list(acc, 5)})" if acc else "") + f", {words}." + bonus)
-    if phase == 9:
-        tokens, pa = retained_path(rec)
-        rej = tokens[pa + 1:]
-        nxt = s + a + 1
-        if not rej:
-            return (f"The bonus is the next anchor at position {nxt}. The accepted path ended where its drafts did: "
-                    "nothing is kept, and the next round drafts g(0) alone.")
-        return (f"The bonus is the next anchor at position {nxt}. The path continues past the accepted nodes with "
-                f"{len(rej)} rejected drafts ({_list([_q(texts, t) for t in rej], 4)}); their target states are "
-                f"kept (rings), and the next round re-anchors up to {len(rej)} shifted blocks on them.")
-    return ""
+    round's, `prev`, for phase 1); `mode`, `rule`: the run's (tree modes have their own words). Another phase: ""."""
+    if not 1 <= phase <= len(PHASE_TEXTS):
+        return ""
+    return PHASE_TEXTS[phase - 1](_Round(rec, prev, texts, mode, rule))

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from helpers import poll_until, wait_until
+
 REPO = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or "/usr/bin/chromium"
@@ -142,37 +144,29 @@ class AppProcess:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
 
+    def _serves(self) -> bool:
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"app exited with {self.proc.returncode}:\n{self.log()[-3000:]}")
+        try:
+            with urllib.request.urlopen(self.url, timeout=2) as r:
+                return r.status == 200
+        except OSError:
+            return False
+
     def wait_up(self, timeout: float = 120.0) -> None:
-        t0 = time.monotonic()
-        while time.monotonic() - t0 < timeout:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"app exited with {self.proc.returncode}:\n{self.log()[-3000:]}")
-            try:
-                with urllib.request.urlopen(self.url, timeout=2) as r:
-                    if r.status == 200:
-                        return
-            except OSError:
-                time.sleep(0.3)
-        raise TimeoutError(f"app not up after {timeout} s:\n{self.log()[-3000:]}")
+        wait_until(self._serves, timeout, lambda: f"the app up:\n{self.log()[-3000:]}", every=0.3)
 
     def wait_model(self, client, timeout: float = 120.0) -> str:
-        t0 = time.monotonic()
-        while time.monotonic() - t0 < timeout:
+        def loaded() -> str | None:
             status = client.predict(api_name="/model_status")[0]
-            if status.startswith("ready"):
-                return status
             if "failed" in status:
                 raise RuntimeError(status)
-            time.sleep(0.5)
-        raise TimeoutError("model not loaded")
+            return status if status.startswith("ready") else None
+
+        return wait_until(loaded, timeout, "the model loaded", every=0.5)
 
     def wait_log(self, text: str, timeout: float = 30.0, count: int = 1) -> bool:
-        t0 = time.monotonic()
-        while time.monotonic() - t0 < timeout:
-            if self.log().count(text) >= count:
-                return True
-            time.sleep(0.2)
-        return False
+        return bool(poll_until(lambda: self.log().count(text) >= count, timeout, every=0.2))
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -454,8 +448,97 @@ def export_path(app, result) -> str:
 
 
 def wait_outputs(job, n: int, timeout: float = 120.0) -> None:
-    t0 = time.monotonic()
-    while len(job.outputs()) < n:
+    def enough() -> bool:
+        if len(job.outputs()) >= n:
+            return True
         assert not job.done() or len(job.outputs()) >= n, "the run ended before it could be stopped"
-        assert time.monotonic() - t0 < timeout
-        time.sleep(0.05)
+        return False
+
+    wait_until(enough, timeout, f"{n} outputs of the job")
+
+
+# -- in-process app parts over a tiny engine (test_app_round_views, test_app_budget_curve, test_app_session_files;
+#    test_race)
+
+class TinyLoader:
+    """The part of app.loader.ModelLoader a run needs, over a tiny engine."""
+    ready, error, enabled, loading = True, None, True, False
+
+    def __init__(self, engine):
+        self.engine = engine
+
+    def engine_for(self, label=None):
+        return self.engine
+
+
+RACE_PROMPT = "a b c d e f g"
+
+
+@pytest.fixture(scope="module")
+def racer():
+    """The Race tab over a real tiny engine (Qwen3-shaped), its loader standing in for the app's."""
+    import argparse
+
+    from app import loader as L
+    from app import race, session
+    from engine.decode import Engine
+    from tiny import tiny_models
+
+    args = argparse.Namespace(target="tiny", drafter="tiny", device="cpu", dtype="float32", draft_dtype="auto",
+                              trust_remote_code=False)
+    ld = L.ModelLoader(args)
+    ld.engine = Engine(tiny_models("qwen3", 0))
+    ld.engines[ld.default_drafter()] = ld.by_dtype["float32"] = ld.engine
+    return race.Race(ld, session.Sessions(), callbacks=None)
+
+
+def race_run(racer, lanes, n=24, st=None, stop_after=None, precision="float32"):
+    """(state, outputs, the last race payload) of a race of `lanes` on RACE_PROMPT; `stop_after(payload)`: Stop
+    when it holds."""
+    from app import session
+
+    st = st if st is not None else session.new_state()
+    outs = []
+    for out in racer.on_race(RACE_PROMPT, lanes, n, True, precision, st):
+        outs.append(out)
+        if stop_after and isinstance(out[0], str) and stop_after(json.loads(out[0])):
+            racer.on_stop(st)
+    return st, outs, json.loads(outs[-1][0])
+
+
+# -- the largest round a trace may hold, and a page loading a trace (test_app_hostile, test_app_huge_rounds)
+
+def largest_round_trace() -> dict:
+    """One round as big as a valid trace allows: blocks of 128 tokens over a 5-token vocabulary, 127
+    shifted blocks attached at every matching site (rule "all"), the trie at 8,192 nodes. Built by the
+    engine's own proposal(), so it is consistent."""
+    import random
+
+    from engine.attach import proposal
+    from engine.trace import EXPLORE, SCHEMA, round_record
+    from engine.trie import accept
+
+    rng, L = random.Random(0), EXPLORE.block_size
+    baseline = [7] + [rng.randrange(5) for _ in range(L - 1)]
+    shifted = {d: [rng.randrange(5) for _ in range(L)] for d in range(1, L)}
+    paths, info, trie = proposal(baseline, shifted, "reanchor", "all", rng, None, EXPLORE.round_nodes)
+    top1 = [rng.randrange(5) for _ in range(len(trie))]
+    chain, bonus = accept(trie, lambda n: top1[n])
+    new = [trie.tokens[n] for n in chain[1:]] + [bonus]
+    rec = round_record(0, 10, L, baseline, shifted, info, paths, trie, chain, bonus, new, top1, 0, 1.0, 1.0, 2.0)
+    return {"schema": SCHEMA, "config": {"mode": "reanchor", "rule": "all", "temperature": 0.0},
+            "prompt_ids": list(range(10)), "first_token": 7, "output_ids": [7] + new, "text": "",
+            "token_texts": {str(i): f"t{i}" for i in range(12)}, "rounds": [rec],
+            "stats": {"tau": len(new), "rounds": 1, "new_tokens": 1 + len(new), "wall_s": 1.0, "tokens_per_s": 1.0}}
+
+
+def page_loading(pw, chromium: str, url: str, trace_file, height: int = 1000):
+    """(browser, page): Chromium on the app's page, once it shows its example trace, with `trace_file` sent to
+    Load trace."""
+    browser = pw.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
+    page = browser.new_page(viewport={"width": 1400, "height": height})
+    page.goto(url)
+    page.wait_for_function("() => (document.querySelector('#rx-metrics')?.innerText || '').includes('example trace')",
+                           timeout=60000)
+    page.set_input_files("input[data-testid='Load trace-upload-button']", str(trace_file))
+    return browser, page

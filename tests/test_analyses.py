@@ -313,7 +313,7 @@ def test_tree_sources_hand_rounds():
     g(1) = 2 9 10 11 attached at site 2, ten nodes: 1 2 3, g(0)'s rank-1 6 and 8 and their children, and
     g(1)'s 9 10 11, where g(0) alone would have had 5 and its children). The target follows g(1) past g(0)'s
     block in one round and takes 5, a node g(1)'s nodes displaced, in the other (the run ends there)."""
-    from test_tree import hand_round
+    from helpers import hand_round
 
     far, near = hand_round(11, [1, 2, 9, 10, 11, 20]), hand_round(11, [5, 2])
     assert far["accepted"] == 5 and near["accepted"] == 0

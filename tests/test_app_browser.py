@@ -9,12 +9,11 @@ import os
 import re
 import shutil
 import statistics
-import time
 
 import pytest
 
-from app_fixtures import (JS_ROUND_SETTLED, JS_TIMED_NEXT, LONG_PROMPT, OUTPUT, REPO, Watched, chromium_or_skip,  # noqa: F401
-                          click_timeline_bar, compare_with_dflash)  # (JS_ROUND_SETTLED: the lesson's tests read it here)
+from app_fixtures import (JS_TIMED_NEXT, LONG_PROMPT, OUTPUT, REPO, Watched, chromium_or_skip, click_timeline_bar,
+                          compare_with_dflash)
 
 pytest.importorskip("playwright.sync_api")  # the browser fixture (conftest.py) drives it
 
@@ -186,7 +185,8 @@ def test_hostile_token_text_stays_text(app, browser, tmp_path):
         assert plot.locator("svg a, text b, text a, text sup").count() == 0  # no Plotly markup from a token
         pg.wait_for_function("t => (document.querySelector('#rx-text-box')?.innerText || '').includes(t)",
                              arg=piece, timeout=30000)  # the text view shows the piece literally
-    time.sleep(0.5)
+    # two frames painted since the last piece showed: whatever a token's text could run has run by then
+    pg.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
     assert not w.dialogs, w.dialogs
     assert not w.errors, w.errors
     pg.close()

@@ -10,8 +10,7 @@ pytest.importorskip("gradio")
 import gradio as gr  # noqa: E402
 
 from app import callbacks, session  # noqa: E402
-from app_fixtures import tiny_engine  # noqa: E402
-from test_app_round_views import _Loader  # noqa: E402  (a tiny engine as the page's loader)
+from app_fixtures import TinyLoader, tiny_engine  # noqa: E402
 
 
 def _curve(cb, st, max_new=64):
@@ -21,7 +20,7 @@ def _curve(cb, st, max_new=64):
 def test_the_run_limit_bounds_the_whole_curve(monkeypatch):
     """Each point alone is within the limit; the curve's 11 together are not. Before: all 11 ran (no limit
     applied to the curve; the page's limit was per streamed run), taking the whole curve's time."""
-    cb = callbacks.Callbacks(_Loader(tiny_engine("llama")), [], session.Sessions())
+    cb = callbacks.Callbacks(TinyLoader(tiny_engine("llama")), [], session.Sessions())
     st = session.new_state()
     t0 = time.monotonic()
     whole = list(_curve(cb, st))   # the curve uncut, to set a limit of a third of its time
@@ -42,7 +41,7 @@ def test_the_run_limit_bounds_the_whole_curve(monkeypatch):
 def test_stop_ends_the_whole_curve():
     """Stop pressed as the second point starts: no later point starts. Before: Stop ended only the point under
     way and the curve went on with the next nine."""
-    cb = callbacks.Callbacks(_Loader(tiny_engine("llama")), [], session.Sessions())
+    cb = callbacks.Callbacks(TinyLoader(tiny_engine("llama")), [], session.Sessions())
     st = session.new_state()
     gen = _curve(cb, st)
     first = next(gen)[1]["budget_curve"]

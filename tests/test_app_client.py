@@ -17,6 +17,7 @@ from app_fixtures import (LONG_PROMPT, METRICS, OUTPUT, PYTHON, ROUND_FIG, SLIDE
 gradio_client = pytest.importorskip("gradio_client")
 from gradio_client import handle_file  # noqa: E402
 from gradio_client.exceptions import AppError  # noqa: E402
+from helpers import wait_until  # noqa: E402
 
 PROMPT = "hi, j."
 
@@ -324,9 +325,11 @@ def test_unknown_model_path_is_reported_and_the_app_keeps_serving(tmp_path):
     try:
         proc.wait_up()
         c = client(proc)
-        deadline = time.monotonic() + 60
-        while "failed" not in (status := c.predict(api_name="/model_status")[0]) and time.monotonic() < deadline:
-            time.sleep(0.3)
+        def failed() -> str | None:
+            status = c.predict(api_name="/model_status")[0]
+            return status if "failed" in status else None
+
+        status = wait_until(failed, 60, "the status line says the model failed to load", every=0.3)
         assert "model loading failed" in status and "no-such-model" in status, status
         with pytest.raises(AppError, match="Model: loading failed.*no-such-model"):
             c.predict(PROMPT, "reanchor", "earliest", 0, 0, 16, api_name="/run")

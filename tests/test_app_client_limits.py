@@ -4,7 +4,6 @@ the model queue, over all its sessions."""
 from __future__ import annotations
 
 import json
-import time
 import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
@@ -17,6 +16,7 @@ from gradio_client.utils import Status  # noqa: E402
 
 from app.__main__ import CLIENT_RUNS  # noqa: E402
 from app_fixtures import real_trace  # noqa: E402
+from helpers import wait_until  # noqa: E402
 
 LONG_PROMPT = "a b c d e f g"   # runs to max_new_tokens on the tiny target
 METRICS = 1   # outputs of /run (state excluded)
@@ -53,13 +53,12 @@ def test_a_session_draws_one_rounds_request_at_a_time(app, tmp_path):
 
 
 def _wait_status(job, *codes, timeout=60.0):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
+    # gradio_client's job status has no event to wait on: asked until it says one of `codes`
+    def said():
         st = job.status()
-        if st.code in codes:
-            return st
-        time.sleep(0.05)   # polling gradio_client's job status (it has no event to wait on)
-    raise AssertionError(f"no {codes} within {timeout} s: {job.status()}")
+        return st if st.code in codes else None
+
+    return wait_until(said, timeout, lambda: f"no {codes}: {job.status()}")
 
 
 def test_one_client_holds_at_most_its_share_of_the_queue(app):

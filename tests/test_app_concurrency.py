@@ -6,13 +6,13 @@ from __future__ import annotations
 import json
 import re
 import threading
-import time
 
 from gradio_client.utils import Status
 
 # the launched tiny app and the client tests' helpers (one app per module)
 from app_fixtures import (LONG_PROMPT, METRICS, SLIDER, TEXT, app, client, export_path, generated_text,  # noqa: F401
                           tiny_dirs, wait_outputs)
+from helpers import wait_until
 
 # Three sessions with different prompts, modes, rules and seeds (temperature 1, so the seed matters).
 # every shifted block ("all"): the page's default cap, "auto", sizes rounds by measured times, which differ when
@@ -77,14 +77,12 @@ def test_sessions_at_once_each_get_their_own_run(app):
 
 
 def _wait_status(job, code, timeout=30.0):
-    t0 = time.monotonic()
-    while True:
+    def said():
         st = job.status()
-        if st.code == code:
-            return st
-        assert not job.done(), f"job ended while waiting for {code}: {st}"
-        assert time.monotonic() - t0 < timeout, f"no {code} status within {timeout} s (last: {st})"
-        time.sleep(0.05)
+        assert st.code == code or not job.done(), f"job ended while waiting for {code}: {st}"
+        return st if st.code == code else None
+
+    return wait_until(said, timeout, lambda: f"no {code} status (last: {job.status()})")
 
 
 def test_run_submitted_while_busy_reports_its_queue_position(app):

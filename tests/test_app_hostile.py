@@ -1,6 +1,6 @@
 """Issue 18: hostile traces, foreign scripts and long-lived sessions.
 
-In process: the trace validator (engine/trace.py) refuses the issue's traces naming the field, bounds
+In process: the trace validator (engine/trace/validation.py) refuses the issue's traces naming the field, bounds
 nesting before parsing and the work a trace may ask for; a few hundred random mutations of a real trace
 end in a message or a view bounded by what it draws; every string reaching Plotly is escaped; the text
 view shows any script as written; Sessions bounds what sessions hold.
@@ -26,10 +26,10 @@ import pytest
 
 from app import plots, render, session, views
 from app.tokentext import generated_ids, trace_pieces
-from app_fixtures import OUTPUT, PYTHON, REPO, launched_app, real_trace
+from app_fixtures import OUTPUT, PYTHON, REPO, largest_round_trace, launched_app, page_loading, real_trace
 from engine.trace import (MAX_NESTING, Limits, TextPieces, TraceError, parse_trace, text_pieces, tiled_trace,
                           validate_trace)
-from test_app_plots import OUR_TAGS, _strings
+from helpers import OUR_TAGS, poll_until, strings_in, wait_until
 from tiny import SCRIPT, save_scripted, scripted_models
 
 EVIL = "<a href='https://evil.example/'>click</a>"
@@ -129,28 +129,6 @@ def test_optional_fields_are_tolerated():
     st = session.new_state()
     st["trace"] = t
     assert "loaded" in views.show_trace(st, 0, "loaded")["metrics"]
-
-
-def largest_round_trace() -> dict:
-    """One round as big as a valid trace allows: blocks of 128 tokens over a 5-token vocabulary, 127
-    shifted blocks attached at every matching site (rule "all"), the trie at 8,192 nodes. Built by the
-    engine's own proposal(), so it is consistent."""
-    from engine.attach import proposal
-    from engine.trace import EXPLORE, SCHEMA, round_record
-    from engine.trie import accept
-
-    rng, L = random.Random(0), EXPLORE.block_size
-    baseline = [7] + [rng.randrange(5) for _ in range(L - 1)]
-    shifted = {d: [rng.randrange(5) for _ in range(L)] for d in range(1, L)}
-    paths, info, trie = proposal(baseline, shifted, "reanchor", "all", rng, None, EXPLORE.round_nodes)
-    top1 = [rng.randrange(5) for _ in range(len(trie))]
-    chain, bonus = accept(trie, lambda n: top1[n])
-    new = [trie.tokens[n] for n in chain[1:]] + [bonus]
-    rec = round_record(0, 10, L, baseline, shifted, info, paths, trie, chain, bonus, new, top1, 0, 1.0, 1.0, 2.0)
-    return {"schema": SCHEMA, "config": {"mode": "reanchor", "rule": "all", "temperature": 0.0},
-            "prompt_ids": list(range(10)), "first_token": 7, "output_ids": [7] + new, "text": "",
-            "token_texts": {str(i): f"t{i}" for i in range(12)}, "rounds": [rec],
-            "stats": {"tau": len(new), "rounds": 1, "new_tokens": 1 + len(new), "wall_s": 1.0, "tokens_per_s": 1.0}}
 
 
 def test_the_largest_valid_round_shows_and_its_replay_is_bounded(monkeypatch):
@@ -263,7 +241,7 @@ def test_every_plotly_string_is_escaped_once():
     figs = [json.loads(cmp[i]) for i in (1, 3, 4, 5)]  # figure JSON (app.page.js_round_plot)
     figs += [json.loads(views.round_outputs(st, i)[2])["fig"] for i in range(len(t["rounds"]))]
     figs += [json.loads(plots.empty_figure(f"no: a & b <b> {EVIL}\nsecond line").to_json())]
-    texts = [s for f in figs for s in _strings(f)]
+    texts = [s for f in figs for s in strings_in(f)]
     for s in texts:
         bare = OUR_TAGS.sub("", s)
         assert "<" not in bare and ">" not in bare, s
@@ -352,8 +330,8 @@ def test_sessions_are_bounded_in_count_and_idle_time():
     example.update(trace=trace, example=True)  # a shipped example is shared: not counted, never freed
     s.touch(example)
     assert states[1]["trace"] is not None
-    time.sleep(0.4)
-    s.sweep()
+    # idle past idle_s: a sweep frees it
+    wait_until(lambda: s.sweep() or states[1]["trace"] is None, 10, "the idle session's trace freed by a sweep")
     assert states[1]["trace"] is None and "unused" in states[1]["freed"] and example["trace"] is trace
     s.release(states[2])
     assert states[2]["trace"] is None
@@ -446,7 +424,7 @@ def test_markup_in_config_reaches_compare_escaped(app, tmp_path):
     c = Client(app.url, verbose=False)
     assert "loaded trace" in _upload(c, str(p))[METRICS]
     out = c.predict("dflash", "earliest", api_name="/compare")
-    texts = [s for v in (out[1], out[3], out[4], out[5]) for s in _strings(json.loads(v))]  # the figures' JSON
+    texts = [s for v in (out[1], out[3], out[4], out[5]) for s in strings_in(json.loads(v))]  # the figures' JSON
     # Compare names a mode or rule the engine does not know "unknown" (the security review's rule), never the markup
     assert any("this run: unknown / unknown" in s for s in texts) and any("unknown mode" in s for s in texts)
     assert not any("<a " in s or "<b>all" in s or "evil.example" in s for s in texts)
@@ -522,12 +500,7 @@ def test_busy_port_is_one_line(app):
 
 
 def _wait(cond, timeout: float) -> bool:
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < timeout:
-        if cond():
-            return True
-        time.sleep(0.25)
-    return False
+    return bool(poll_until(cond, timeout, every=0.25))
 
 
 def test_sessions_give_their_memory_back(app, tmp_path):
@@ -662,15 +635,3 @@ def test_trace_strings_in_a_toast_stay_text(app, tmp_path):
         browser.close()
 
 
-def page_loading(pw, chromium: str, url: str, trace_file, height: int = 1000):
-    """(browser, page): Chromium on the app's page, once it shows its example trace, with `trace_file` sent to
-    Load trace."""
-    from app_fixtures import CHROMIUM_ARGS
-
-    browser = pw.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
-    page = browser.new_page(viewport={"width": 1400, "height": height})
-    page.goto(url)
-    page.wait_for_function("() => (document.querySelector('#rx-metrics')?.innerText || '').includes('example trace')",
-                           timeout=60000)
-    page.set_input_files("input[data-testid='Load trace-upload-button']", str(trace_file))
-    return browser, page

@@ -8,10 +8,8 @@ import json
 import pytest
 
 from app import plots, records
-from app_fixtures import OUTPUT, chromium_or_skip
+from app_fixtures import JS_TIMED_NEXT, OUTPUT, chromium_or_skip, largest_round_trace, page_loading
 from engine.trace import tiled_trace
-from test_app_browser import JS_TIMED_NEXT
-from test_app_hostile import largest_round_trace, page_loading
 
 SHOWN = "#rx-round-plot [data-shown]"
 

@@ -14,9 +14,9 @@ import re
 
 import pytest
 
-from app_fixtures import OUTPUT, REPO, compare_with_dflash, go_to_round, real_trace, show_example, wait_text
-from test_app_browser import JS_ROUND_SETTLED
-from test_app_round_inspector import app, page  # noqa: F401  (the fixtures: the tiny app, one page at 1280x720)
+from app_fixtures import (JS_ROUND_SETTLED, OUTPUT, REPO, compare_with_dflash, go_to_round, real_trace, show_example,
+                          wait_text)
+from page_fixtures import app, page  # noqa: F401  (the fixtures: the tiny app, one page at 1280x720)
 
 pytest.importorskip("playwright.sync_api")  # the browser fixture (conftest.py) drives it
 
@@ -54,7 +54,7 @@ def close_toasts(pg) -> None:
 
 
 @pytest.mark.skipif(not EXAMPLES, reason="no example traces installed")
-def test_c_the_page_shows_each_example_traces_own_tau(page):
+def test_the_page_shows_each_example_traces_own_tau(page):
     """The file's stats and the page agree (they said 2.58 and 2.55: the stats counted tau the old way)."""
     for path in EXAMPLES:
         page.locator("#rx-example-trace input").click()
@@ -68,7 +68,7 @@ def test_c_the_page_shows_each_example_traces_own_tau(page):
         assert shown == f"{stats['tau']:.2f}", (path.name, shown, stats["tau"])
 
 
-def test_d_no_old_tau_next_to_running(page):
+def test_the_metrics_show_no_old_tau_next_to_running(page):
     """Every text the metrics strip shows while the run starts: none holds the old trace's numbers."""
     page.evaluate("""() => { window.__rxSeen = [];
         const m = document.querySelector('#rx-metrics');
@@ -81,7 +81,7 @@ def test_d_no_old_tau_next_to_running(page):
     assert not [t for t in starting if "τ" in t or "tokens/s" in t], starting
 
 
-def test_b_compare_uses_the_trace_shown(page):
+def test_compare_uses_the_trace_shown(page):
     """After a run of 12 tokens on "hi, j.", another prompt and length in the boxes: Compare runs the shown trace's
     prompt and settings (12 tokens), not the boxes' (it compared another prompt and length without a word)."""
     run(page, "hi, j.", 12)   # each test has a fresh page: the trace shown is this run's
@@ -95,7 +95,7 @@ def test_b_compare_uses_the_trace_shown(page):
 
 
 @pytest.mark.skipif(not EXAMPLES, reason="no example traces installed")
-def test_b_compare_on_an_example_trace_with_an_empty_prompt_box(page):
+def test_compare_on_an_example_trace_with_an_empty_prompt_box(page):
     """An example trace shown and the prompt box empty: Compare says why it cannot run here (the example was recorded
     on another target than this app's), never "Prompt: is empty"."""
     page.locator("#rx-example-trace input").click()
@@ -524,7 +524,7 @@ def test_a_round_held_longest_shows_again_after_many_were_fetched(page, tmp_path
     by the server's path, was dropped by its own answer: the figure stayed on the last round and the console said
     "Cannot read properties of undefined (reading 'fig')" (first seen in the 2,000-token run's test)."""
     from app.page import PREFETCH_ROUNDS
-    from test_app_trace_bounds import chain_trace
+    from helpers import chain_trace
 
     errors: list[str] = []
     page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
@@ -553,7 +553,7 @@ def test_a_far_jump_while_the_page_fetches_gets_the_rounds_around_it(page, tmp_p
     window first and then start none, so the rounds around the jump were never held (a CI run: 60 s waiting for
     them). The first fetch is held here until the jump's answer is in, so the old sequence is still running."""
     from app.page import PREFETCH_ROUNDS
-    from test_app_trace_bounds import chain_trace
+    from helpers import chain_trace
 
     n = 2 * PREFETCH_ROUNDS + 100
     held, holding = [], [True]

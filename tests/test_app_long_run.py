@@ -125,13 +125,12 @@ def test_long_run_in_browser(app):
 
         # the long run, sampling the server's RSS while it streams
         rss: list[float] = []
-        running = threading.Event()
-        running.set()
+        ended = threading.Event()
 
-        def sample() -> None:
-            while running.is_set():
+        def sample() -> None:   # every 0.5 s until the run has ended
+            rss.append(proc_memory(app.proc.pid)["VmRSS"])
+            while not ended.wait(0.5):
                 rss.append(proc_memory(app.proc.pid)["VmRSS"])
-                time.sleep(0.5)
 
         sampler = threading.Thread(target=sample, daemon=True)
         pg.evaluate(JS_WATCH)
@@ -143,7 +142,7 @@ def test_long_run_in_browser(app):
         w.wait_running(0)  # the short run's "done" is still shown until the first update
         w.wait_done(timeout=600000)
         report["run_wall_s"] = round(time.monotonic() - t0, 1)
-        running.clear()
+        ended.set()
         sampler.join()
         page1 = probe.metrics(gc=False)
         watch = pg.evaluate("() => { clearInterval(window.__rxLag); return window.__rx; }")

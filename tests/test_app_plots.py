@@ -14,11 +14,11 @@ import pytest
 
 from app import plots, records, render
 from app_fixtures import REPO, XSS_TOKENS, all_real_traces, real_rounds
+from helpers import OUR_TAGS, strings_in
 from engine.options import MODES
 from engine.trace import token_sources
 
 MAX_FIGURE_BYTES = 56 * 1024  # a round's figure (two fit views.MAX_PAYLOAD with their captions)
-OUR_TAGS = re.compile(r"<br>|</?b>|<extra></extra>")
 
 
 @pytest.fixture(scope="module")
@@ -27,17 +27,6 @@ def traces():
 
 
 _rounds = real_rounds
-
-
-def _strings(obj):
-    if isinstance(obj, str):
-        yield obj
-    elif isinstance(obj, dict):
-        for v in obj.values():
-            yield from _strings(v)
-    elif isinstance(obj, (list, tuple)):
-        for v in obj:
-            yield from _strings(v)
 
 
 def test_traces_cover_every_branch(traces):
@@ -140,12 +129,12 @@ def test_plot_text_is_escaped(traces):
         texts = _hostile(t)
         for r in t["rounds"]:
             fig = json.loads(plots.round_figure(r, texts).to_json())
-            for s in _strings(fig):
+            for s in strings_in(fig):
                 bare = OUR_TAGS.sub("", s)
                 assert "<" not in bare and ">" not in bare, s
                 assert "$" not in s, s
         fig = json.loads(plots.timeline_figure(t["rounds"]).to_json())
-        assert all("<script" not in s for s in _strings(fig))
+        assert all("<script" not in s for s in strings_in(fig))
     cell = plots.round_figure(traces[0]["rounds"][0], {k: "<script>x</script>" for k in traces[0]["token_texts"]})
     label = cell.data[0].text[0][0]  # cut to the cell's width (app.tokentext.tok_fit), then escaped
     assert label.startswith("&lt;scri") and label.endswith("…") and "<" not in label, label

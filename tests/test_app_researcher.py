@@ -11,7 +11,7 @@ import pytest
 from app_fixtures import OUTPUT, REPO, compare_with_dflash, wait_text
 from engine import analyses
 from engine.trace import load_trace
-from test_app_round_inspector import caption, example_box, in_view, page, run, wait_figure  # noqa: F401
+from page_fixtures import caption, example_box, in_view, page, run, wait_figure  # noqa: F401  (page: over this module's app)
 
 pytest.importorskip("playwright.sync_api")
 EXAMPLES = dict((p.stem, p) for p in sorted((REPO / "assets" / "traces").glob("*.json")))

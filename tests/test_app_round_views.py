@@ -22,8 +22,8 @@ import json
 
 import pytest
 
-from app import analysis, callbacks, plots, records, render, session, tokentext, views
-from app_fixtures import all_real_traces, real_rounds, real_trace, tiny_engine
+from app import analysis, callbacks, palette, plots, records, render, session, tokentext, views
+from app_fixtures import TinyLoader, all_real_traces, real_rounds, real_trace, tiny_engine
 
 SKIP = {"__type__": "update"}  # gr.skip()
 
@@ -46,7 +46,7 @@ def _is_open(symbol) -> bool:
 def test_accepted_cell_frames_are_the_legends_green(traces):
     """An open marker is stroked in marker.color (marker.line.color is ignored): every open marker names its
     colour, and the accepted cells' frames are ACCEPT_COLOR, as render.FIGURE_LEGEND's "□ accepted cell"."""
-    assert plots.ACCEPT_COLOR in render.FIGURE_LEGEND
+    assert palette.ACCEPT_COLOR in render.FIGURE_LEGEND
     accepted = 0
     for _, _, fig in _figures(traces):
         for tr in fig["data"]:
@@ -55,7 +55,7 @@ def test_accepted_cell_frames_are_the_legends_green(traces):
                 assert marker.get("color"), f"open markers of {tr.get('name')!r} take Plotly's colorway"
             if tr.get("name") == "accepted":
                 accepted += 1
-                assert marker["color"] == plots.ACCEPT_COLOR, marker
+                assert marker["color"] == palette.ACCEPT_COLOR, marker
     assert accepted > 10
 
 
@@ -153,23 +153,12 @@ def test_metrics_say_what_the_trace_shown_was_run_with():
     assert out == "unknown / unknown · T 0 · drafter &lt;i onclick=x&gt;drafter</div></div>", out
 
 
-class _Loader:
-    """The part of app.loader.ModelLoader a run needs, over a tiny engine."""
-    ready, error, enabled, loading = True, None, True, False
-
-    def __init__(self, engine):
-        self.engine = engine
-
-    def engine_for(self, label=None):
-        return self.engine
-
-
 def _run(cb, st, prompt="hi, j.", max_new=24):
     return list(cb.on_run(prompt, "reanchor", "earliest", 0.0, 0, max_new, "all", "all", None, st))
 
 
 def test_a_run_after_play_shows_its_own_rounds():
-    cb = callbacks.Callbacks(_Loader(tiny_engine("llama")), [], session.Sessions())
+    cb = callbacks.Callbacks(TinyLoader(tiny_engine("llama")), [], session.Sessions())
     st = session.new_state()
     old = real_trace("qwen3", "reanchor", "earliest", "ab. ab. ab.", 48, 0, 1.0)
     st.update(trace=old, view=len(old["rounds"]) - 2)
@@ -204,7 +193,7 @@ def test_a_run_after_play_shows_its_own_rounds():
 def test_pause_stops_the_player():
     """▶ play, a tick steps a round; ⏸ pause turns the timer off, and a tick still in flight moves nothing (the
     browser test awaits the pause's answer; this is what makes the page hold its round after it)."""
-    cb = callbacks.Callbacks(_Loader(None), [], session.Sessions())
+    cb = callbacks.Callbacks(TinyLoader(None), [], session.Sessions())
     st = session.new_state()
     st.update(trace=real_trace("qwen3", "reanchor", "earliest", "ab. ab. ab.", 24, 0, 1.0), view=0)
     timer, button, _ = cb.on_play(st)
@@ -234,13 +223,13 @@ def test_the_timeline_frames_the_round_in_view(traces):
         where = [(f["x0"], f["x1"], f["y0"], f["y1"], f["yref"]) for f in frames]
         assert where == [(i - 0.5, i + 0.5, 0, 1, "paper")] * 2, where
         above = [f for f in frames if f["layer"] == "above"]
-        assert len(above) == 1 and above[0]["line"]["color"] == plots.VIEW_COLOR and above[0]["line"]["width"] >= 2
+        assert len(above) == 1 and above[0]["line"]["color"] == palette.VIEW_COLOR and above[0]["line"]["width"] >= 2
         assert above[0]["showlegend"] and not above[0].get("fillcolor")  # the bar under it keeps its colours
         assert [f["showlegend"] for f in frames].count(True) == 1
     assert json.dumps(t["rounds"]) == before
     for view in (None, -1, n):
         assert _frames(json.loads(plots.timeline_figure(t["rounds"], view=view).to_json())) == []
-    assert plots.VIEW_COLOR in render.CSS  # the colour that outlines the round's tokens in the text view
+    assert palette.VIEW_COLOR in render.CSS  # the colour that outlines the round's tokens in the text view
     # the page's timeline frames the round it shows; Compare's half-width timelines frame none
     st = session.new_state()
     st["trace"] = t
@@ -253,7 +242,7 @@ def test_a_new_trace_or_run_empties_go_to_round_of_token(tmp_path):
     """The number in "Go to round of token #" is a token of the text shown: an example trace, a loaded trace or a
     run replacing that text empties it (it kept the old one); a run's end leaves what was typed for its text."""
     found = session.example_traces()
-    cb = callbacks.Callbacks(_Loader(tiny_engine("llama")), found, session.Sessions())
+    cb = callbacks.Callbacks(TinyLoader(tiny_engine("llama")), found, session.Sessions())
     at = 1 + views.VIEW_OUTPUTS.index("token_no")
     cleared = {"__type__": "update", "value": None}
     st = session.new_state()

@@ -12,9 +12,7 @@ import pytest
 pytest.importorskip("gradio")
 
 from app import callbacks, session  # noqa: E402
-from app_fixtures import tiny_engine  # noqa: E402
-from test_app_round_views import _Loader  # noqa: E402  (a tiny engine as the page's loader)
-from test_race import _race, racer  # noqa: E402,F401  (the Race tab over a real tiny engine)
+from app_fixtures import TinyLoader, race_run, racer, tiny_engine  # noqa: E402,F401  (racer: the Race tab's fixture)
 
 
 @pytest.fixture
@@ -32,9 +30,9 @@ def test_race_exports_are_replaced_and_go_with_the_session(racer, uploads):  # n
     """Before: each race's export went to a fresh folder under /tmp, which the download button copied into Gradio's
     cache; neither was ever deleted (+96.6 MB for 10 races, still there an hour later)."""
     st = session.new_state()
-    first = _race(racer, ["ar", "dflash"], n=8, st=st)[1][-1][2]["value"]
+    first = race_run(racer, ["ar", "dflash"], n=8, st=st)[1][-1][2]["value"]
     assert Path(first).parent.parent == uploads.resolve(), first   # served as it is: no cache copy
-    second = _race(racer, ["ar", "dflash"], n=8, st=st)[1][-1][2]["value"]
+    second = race_run(racer, ["ar", "dflash"], n=8, st=st)[1][-1][2]["value"]
     assert not os.path.exists(first) and _exports(uploads) == [Path(second)]
     racer.sessions.release(st)
     assert _exports(uploads) == [] and list(uploads.iterdir()) == []
@@ -44,7 +42,7 @@ def test_trace_exports_are_replaced_and_go_with_the_session(uploads):
     """Each run's (and each loaded trace's) export replaces the last; a session ended leaves none. Before: a run
     replacing a trace dropped the old export's path and kept the file until the server stopped."""
     sessions = session.Sessions()
-    cb = callbacks.Callbacks(_Loader(tiny_engine("llama")), [], sessions)
+    cb = callbacks.Callbacks(TinyLoader(tiny_engine("llama")), [], sessions)
     st = session.new_state()
     seen = []
     for prompt in ("hi, j.", "abc dea?"):
@@ -65,7 +63,7 @@ def test_a_load_claims_only_an_upload_of_its_own(uploads):
     sessions.uploaded = set()   # Gradio's Blocks.upload_file_set: the files its upload route wrote
     cb = callbacks.Callbacks(None, [], sessions)
     other = session.new_state()
-    list(callbacks.Callbacks(_Loader(tiny_engine("llama")), [], sessions).on_run(
+    list(callbacks.Callbacks(TinyLoader(tiny_engine("llama")), [], sessions).on_run(
         "hi, j.", "reanchor", "earliest", 0.0, 0, 8, "all", "all", None, other))
     theirs = Path(other["trace_file"])   # another session's export, in the upload folder
     cached = uploads / "0123abcd" / "cached.json"   # a file Gradio keeps there, not an upload

@@ -23,30 +23,9 @@ import pytest
 
 from app import analysis, callbacks, session, views
 from app_fixtures import free_port
+from helpers import chain_trace
 from engine import analyses
 from engine.trace import TraceError, parse_trace, validate_trace
-
-
-def chain_trace(n_rounds: int = 2, L: int = 8, tok: int = 5, token_text: str = "x") -> dict:
-    """A valid trace of `n_rounds` rounds, each a chain of L nodes of token `tok`, all accepted (L
-    tokens committed a round): as dense in tokens as a trace can be."""
-    prompt, rounds, out, pos = [1, 2, 3], [], [tok], 3
-    for i in range(n_rounds):
-        rounds.append({
-            "round": i, "anchor_pos": pos, "anchor": tok, "block_size": L, "baseline": [tok] * L,
-            "baseline_q": None, "shifted": [], "paths": [{"source": 0, "site": None, "tokens": [tok] * L}],
-            "trie": {"tokens": [tok] * L, "parents": [-1] + list(range(L - 1)), "depths": list(range(L)),
-                     "provenance": [[0]] * L},
-            "accepted_nodes": list(range(L)), "accepted": L - 1, "bonus": tok, "new_tokens": [tok] * L,
-            "target_top1": [tok] * L, "retained": 0, "draft_ms": 1.0, "verify_ms": 1.0, "round_ms": 2.0})
-        out += [tok] * L
-        pos += L
-    return {"schema": "reanchor-trace/1",
-            "config": {"mode": "dflash", "rule": "earliest", "temperature": 0.0, "max_new_tokens": len(out)},
-            "prompt_ids": prompt, "prompt_text": "", "first_token": tok, "output_ids": out, "text": "",
-            "token_texts": {str(tok): token_text, **{str(p): f"p{p}" for p in prompt}},
-            "stats": {"tau": L, "rounds": n_rounds, "new_tokens": len(out), "wall_s": 1.0, "tokens_per_s": 1.0},
-            "rounds": rounds}
 
 
 class Deadline(Exception):

@@ -19,34 +19,26 @@ from engine import analyses as A
 from engine.options import ACCEPTANCE, parse_csv, parse_max_shifted
 from engine.errors import InputError
 from engine.trace import load_trace
+from helpers import BENCH_PROMPTS, bench_dirs  # noqa: F401  (bench_dirs: the fixture)
 
 ROOT = Path(__file__).resolve().parent.parent
-PROMPTS = [{"id": "p/1", "prompt": "abc dea, fig?"}, {"id": "p2", "prompt": "jig a bad cafe."}]
 
 
 @pytest.fixture(scope="module")
-def tiny_dirs(tmp_path_factory):
-    from tiny import save_tiny_bench
-
-    tmp = tmp_path_factory.mktemp("bench")
-    return (tmp, *save_tiny_bench(tmp, PROMPTS))
-
-
-@pytest.fixture(scope="module")
-def bench_out(tiny_dirs):
-    tmp, target, drafter, prompts = tiny_dirs
+def bench_out(bench_dirs):
+    tmp, target, drafter, prompts = bench_dirs
     out = tmp / "out"
     assert cli(["bench", "--prompts", str(prompts), "--target", str(target), "--drafter", str(drafter),
                 "--max-new-tokens", "20", "--rules", "earliest,all", "--traces", "--out", str(out)]) == 0
     return out
 
 
-def test_reference_section_and_stage_times(tiny_dirs):
+def test_reference_section_and_stage_times(bench_dirs):
     """--reference dflash: dflash_generate ran beside the engine on the bench's prompts (same tokens, same
     accepted lengths round by round, a time per round for each); every row has its stage times; the
     report shows both."""
     from engine.trace import STAGES
-    tmp, target, drafter, prompts = tiny_dirs
+    tmp, target, drafter, prompts = bench_dirs
     out = tmp / "out-reference"
     assert cli(["bench", "--prompts", str(prompts), "--target", str(target), "--drafter", str(drafter),
                 "--max-new-tokens", "20", "--modes", "dflash,ddtree", "--reference", "dflash", "--reference-repeats", "1",
@@ -66,14 +58,14 @@ def test_reference_section_and_stage_times(tiny_dirs):
     assert "## Where a round's time goes" in report
 
 
-def test_reference_one_side_counts_one_pass(tiny_dirs, capsys):
+def test_reference_one_side_counts_one_pass(bench_dirs, capsys):
     """--one: one side alone, a warm-up pass and a counted one; it prints the counted pass's rounds (what an
     instruction count is divided by): for the engine, the rounds of its own runs on the same prompts."""
     from engine.bench import reference
     from engine.decode import DecodeConfig, Engine
     from engine.models import load_models
-    _, target, drafter, _ = tiny_dirs
-    texts = [p["prompt"] for p in PROMPTS]
+    _, target, drafter, _ = bench_dirs
+    texts = [p["prompt"] for p in BENCH_PROMPTS]
     args = ["--target", str(target), "--drafter", str(drafter), "--modes", "dflash", "--max-new-tokens", "12"]
     args += [x for t in texts for x in ("--prompt", t)]
     eng = Engine(load_models(str(target), str(drafter)), draft_head_dtype=None)
@@ -117,9 +109,9 @@ def test_outputs(bench_out):
     assert len(res["cost"]["verify"]) > 3 and len(res["cost"]["draft"]) > 3
 
 
-def test_block_size_flag(tiny_dirs):
+def test_block_size_flag(bench_dirs):
     """--block-size drafts shorter blocks than the drafter was trained for; every mode stays lossless."""
-    tmp, target, drafter, prompts = tiny_dirs
+    tmp, target, drafter, prompts = bench_dirs
     out = tmp / "out-b4"
     assert cli(["bench", "--prompts", str(prompts), "--target", str(target), "--drafter", str(drafter),
                 "--max-new-tokens", "20", "--modes", "ar,dflash,reanchor", "--block-size", "4", "--traces",
@@ -132,9 +124,9 @@ def test_block_size_flag(tiny_dirs):
         assert {len(r["baseline"]) for r in t["rounds"]} <= {1, 2, 3, 4} and len(t["rounds"][0]["baseline"]) == 4
 
 
-def test_bench_at_t1_with_both_acceptance_rules(tiny_dirs):
+def test_bench_at_t1_with_both_acceptance_rules(bench_dirs):
     """The paper's T=1 columns: sampled runs, both acceptance rules side by side, no lossless share."""
-    tmp, target, drafter, prompts = tiny_dirs
+    tmp, target, drafter, prompts = bench_dirs
     out = tmp / "out-t1"
     assert cli(["bench", "--prompts", str(prompts), "--target", str(target), "--drafter", str(drafter),
                  "--max-new-tokens", "12", "--modes", "ar,dflash,reanchor", "--temperature", "1",
@@ -161,9 +153,9 @@ def test_report_and_figure(bench_out):
     assert "<script src=" not in html and len(html) > 1_000_000  # plotly.js embedded, no CDN
 
 
-def test_interrupt_keeps_finished_prompts(tiny_dirs, monkeypatch):
+def test_interrupt_keeps_finished_prompts(bench_dirs, monkeypatch):
     """Ctrl-C during the second prompt: results hold the first prompt only, for every mode."""
-    tmp, target, drafter, prompts = tiny_dirs
+    tmp, target, drafter, prompts = bench_dirs
     from engine.decode import Run
 
     calls = {"n": 0}
@@ -247,12 +239,12 @@ def test_cost_model_choices():
     assert choose_budget(flat, st, 3)[0] == 3
 
 
-def test_drafters_table3(tiny_dirs):
+def test_drafters_table3(bench_dirs):
     """--drafters: every drafter (DFlash and its variants) on every prompt over one target; Table 3 puts each with
     and without ReAnchor side by side; `ar` runs once (it drafts nothing) and every run is lossless."""
     from tiny import tiny_variant_models
 
-    tmp, target, drafter, prompts = tiny_dirs
+    tmp, target, drafter, prompts = bench_dirs
     folders = [str(drafter)]
     for variant in ("domino", "dspark"):
         m = tiny_variant_models(variant, 0, kind="llama", block_size=8)
@@ -456,14 +448,14 @@ def test_report_tables_of_match_acceptance_alone(tmp_path):
     assert "the tables after the acceptance-rule table read the speculative-sampling runs" in md
 
 
-def test_rerun_into_a_folder_sets_the_earlier_traces_aside(tiny_dirs, capsys):
+def test_rerun_into_a_folder_sets_the_earlier_traces_aside(bench_dirs, capsys):
     """A second run into the same --out with other modes left the first run's traces beside its own under
     DIR/traces (a user, the app or a sweep's --resume could take them for this run's): they now move, unchanged, to
     DIR/earlier-runs/<time>/ with that run's results.json, report.md and figures, and results.json's trace_files
     lists exactly the traces this run wrote."""
     from engine.__main__ import main
 
-    tmp, target, drafter, prompts = tiny_dirs
+    tmp, target, drafter, prompts = bench_dirs
     out = tmp / "rerun"
     run = lambda *a: main(["bench", "--prompts", str(prompts), "--target", str(target), "--drafter",  # noqa: E731
                            str(drafter), "--max-new-tokens", "8", "--out", str(out), *a])

@@ -13,9 +13,8 @@ import re
 
 import pytest
 
-from app_fixtures import OUTPUT, REPO, wait_text
-from test_app_browser import JS_ROUND_SETTLED
-from test_app_round_inspector import VIEW, app, page  # noqa: F401  (the fixtures: the tiny app, one page at 1280x720)
+from app_fixtures import JS_ROUND_SETTLED, OUTPUT, REPO, wait_text
+from page_fixtures import VIEW, app, page  # noqa: F401  (the fixtures: the tiny app, one page at 1280x720)
 
 pytest.importorskip("playwright.sync_api")
 

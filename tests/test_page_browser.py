@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from app import plots, race_view
+from app import palette, race_view
 from app.page import PLOTLY_JS
 from app_fixtures import OUTPUT, REPO, chromium_or_skip, launched_app
 
@@ -35,12 +35,12 @@ def parsed(css_colour: str | None) -> tuple[int, int, int, float] | None:
     return int(r), int(g), int(b), round(a[0] if a else 1.0, 2)
 
 
-EXPECTED = {"rx-b": rgba(plots.BASE_COLOR, "22"), "rx-x": rgba(plots.BONUS_COLOR, "55"),
-            "rx-s0": rgba(plots.D_COLORS[0], "44"), "rx-s1": rgba(plots.D_COLORS[1], "44")}
+EXPECTED = {"rx-b": rgba(palette.BASE_COLOR, "22"), "rx-x": rgba(palette.BONUS_COLOR, "55"),
+            "rx-s0": rgba(palette.D_COLORS[0], "44"), "rx-s1": rgba(palette.D_COLORS[1], "44")}
 
 
 # the race's lanes: shifted tokens a deeper shade (render.PALETTE_VARS' lane-bg), underlined in their own colour
-LANES = {**EXPECTED, "rx-s0": rgba(plots.D_COLORS[0], "66"), "rx-s1": rgba(plots.D_COLORS[1], "66")}
+LANES = {**EXPECTED, "rx-s0": rgba(palette.D_COLORS[0], "66"), "rx-s1": rgba(palette.D_COLORS[1], "66")}
 
 
 def assert_palette(colours: dict, expected: dict = EXPECTED) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from app import assets, page, plots, race_view, render
+from app import assets, page, palette, plots, race_view, render
 
 ROOT = Path(__file__).resolve().parent.parent
 # What gives a string away as JavaScript or CSS: a function, an arrow, the DOM, a declaration, a CSS rule
@@ -95,16 +95,16 @@ def test_scripts_read_their_constants_from_one_json_block():
 
 def test_every_palette_colour_has_its_token_rule():
     """text.css and race.css colour each source with var(--rx-...); render.PALETTE_VARS defines every one they read,
-    and every shifted offset's colour (plots.D_COLORS) has its rule in each file (the lanes in their own shade)."""
+    and every shifted offset's colour (palette.D_COLORS) has its rule in each file (the lanes in their own shade)."""
     used = set()
     for css in (assets.read("text.css"), assets.read("race.css")):
         read = set(re.findall(r"var\(--([\w-]+)\)", css))
         assert read <= set(render.PALETTE_VARS), read - set(render.PALETTE_VARS)
-        assert all(f".rx-s{i}{{" in css for i in range(len(plots.D_COLORS)))
+        assert all(f".rx-s{i}{{" in css for i in range(len(palette.D_COLORS)))
         used |= read
     assert used == set(render.PALETTE_VARS), set(render.PALETTE_VARS) - used
-    assert len(render.PALETTE_VARS) == 3 * len(plots.D_COLORS) + 2
-    assert render.CSS.startswith(render.PALETTE_CSS) and plots.BASE_COLOR + "22" in render.PALETTE_CSS
+    assert len(render.PALETTE_VARS) == 3 * len(palette.D_COLORS) + 2
+    assert render.CSS.startswith(render.PALETTE_CSS) and palette.BASE_COLOR + "22" in render.PALETTE_CSS
 
 
 def test_css_vars_refuses_what_would_break_out_of_the_block():

@@ -14,33 +14,12 @@ from app import loader as L
 from app import race, race_view, session
 from engine.decode import Engine
 from engine.decode.cost import VERIFY_SIZES
+from app_fixtures import RACE_PROMPT, race_run, racer  # noqa: F401  (racer: the fixture)
 from tiny import tiny_models
-
-PROMPT = "a b c d e f g"
-
-
-@pytest.fixture(scope="module")
-def racer():
-    args = argparse.Namespace(target="tiny", drafter="tiny", device="cpu", dtype="float32", draft_dtype="auto",
-                              trust_remote_code=False)
-    ld = L.ModelLoader(args)
-    ld.engine = Engine(tiny_models("qwen3", 0))
-    ld.engines[ld.default_drafter()] = ld.by_dtype["float32"] = ld.engine
-    return race.Race(ld, session.Sessions(), callbacks=None)
-
-
-def _race(racer, lanes, n=24, st=None, stop_after=None, precision="float32"):
-    st = st if st is not None else session.new_state()
-    outs = []
-    for out in racer.on_race(PROMPT, lanes, n, True, precision, st):
-        outs.append(out)
-        if stop_after and isinstance(out[0], str) and stop_after(json.loads(out[0])):
-            racer.on_stop(st)
-    return st, outs, json.loads(outs[-1][0])
 
 
 def test_race_streams_each_lane_then_compares_with_plain_decoding(racer):
-    st, outs, final = _race(racer, ["dflash", "ar", "reanchor"])
+    st, outs, final = race_run(racer, ["dflash", "ar", "reanchor"])
     assert [ln["label"] for ln in final["lanes"]] == ["ar", "dflash", "reanchor"]  # the reference first
     live = [json.loads(o[0]) for o in outs if isinstance(o[0], str) and json.loads(o[0])["phase"] == "live"]
     for i, label in enumerate(["ar", "dflash", "reanchor"]):
@@ -106,7 +85,7 @@ def test_the_time_limit_cuts_a_lane_and_the_race_goes_on(racer, monkeypatch):
     """A lane the per-run time limit ends says so, even in its prefill (no token: an empty lane, no verdict, not
     the race's end with a traceback), and the next lane still runs."""
     monkeypatch.setattr(session, "RUN_SECONDS", 0.0)   # every lane's timer fires at once: cut in the prefill
-    _, _, final = _race(racer, ["ar", "dflash"], n=200)
+    _, _, final = race_run(racer, ["ar", "dflash"], n=200)
     lanes = final["lanes"]
     assert [ln["status"] for ln in lanes] == [race_view.CUT, race_view.CUT], [ln["status"] for ln in lanes]
     assert final["phase"] == "done" and [ln["tokens"] for ln in lanes] == [0, 0]
@@ -115,7 +94,7 @@ def test_the_time_limit_cuts_a_lane_and_the_race_goes_on(racer, monkeypatch):
 
 def test_stop_ends_every_running_lane(racer):
     """The lanes run interleaved: Stop ends each at its next round; every lane says "stopped", none gets a ×N."""
-    st, _, final = _race(racer, ["ar", "dflash", "reanchor"], n=200,
+    st, _, final = race_run(racer, ["ar", "dflash", "reanchor"], n=200,
                          stop_after=lambda p: p["lanes"][1]["tokens"] >= 3)
     statuses = [ln["status"] for ln in final["lanes"]]
     assert statuses == ["stopped"] * 3, statuses
@@ -127,13 +106,13 @@ def test_race_inputs_are_checked(racer):
     for lanes, what in ((["ar"], "pick 2 to 4"), (["ar", "warp"], "'warp' not one of"),
                         (["ar", "dflash", "ddtree", "reanchor", "reanchor-tree"], "pick 2 to 4")):
         with pytest.raises(gr.Error, match=what):
-            list(racer.on_race(PROMPT, lanes, 16, True, "float32", session.new_state()))
+            list(racer.on_race(RACE_PROMPT, lanes, 16, True, "float32", session.new_state()))
     with pytest.raises(gr.Error, match="Max new tokens: a race runs at most"):
-        list(racer.on_race(PROMPT, ["ar", "dflash"], race.RACE_MAX_NEW + 1, True, "float32", session.new_state()))
+        list(racer.on_race(RACE_PROMPT, ["ar", "dflash"], race.RACE_MAX_NEW + 1, True, "float32", session.new_state()))
     with pytest.raises(gr.Error, match="Prompt"):
         list(racer.on_race(" ", ["ar", "dflash"], 16, True, "float32", session.new_state()))
     with pytest.raises(gr.Error, match="Precision: 'float16' not one of: float32, bfloat16"):
-        list(racer.on_race(PROMPT, ["ar", "dflash"], 16, True, "float16", session.new_state()))
+        list(racer.on_race(RACE_PROMPT, ["ar", "dflash"], 16, True, "float16", session.new_state()))
 
 
 def _m(label, tps, dtype="float32", drafter="DFlash"):
@@ -183,12 +162,12 @@ def test_a_bfloat16_race_runs_every_lane_on_the_bfloat16_copy(racer):
     """The precision choice: the loader's bfloat16 copy (built once, profiled), every lane in it, plain decoding
     too; the badge and ×N say what they compare with; the preset reads both profiles."""
     ld = racer.loader
-    _, _, before = _race(racer, ["ar", "dflash"], n=8)   # the float32 engine has run (its taps attached)
+    _, _, before = race_run(racer, ["ar", "dflash"], n=8)   # the float32 engine has run (its taps attached)
     bf16 = ld._lower_precision()
     ld._profile(bf16)
     assert ld.race_engine("bfloat16") is bf16 and ld.race_engine("float32") is ld.engine
     assert str(bf16.models.target.dtype) == "torch.bfloat16" and bf16.models.tokenizer is ld.engine.models.tokenizer
-    st, outs, final = _race(racer, ["ar", "ddtree-auto"], precision="bfloat16")
+    st, outs, final = race_run(racer, ["ar", "ddtree-auto"], precision="bfloat16")
     assert [ln["label"] for ln in final["lanes"]] == ["ar", "ddtree-auto"]
     live = [json.loads(o[0])["lanes"][1]["tokens"] for o in outs if isinstance(o[0], str)
             and json.loads(o[0])["phase"] == "live" and json.loads(o[0])["lanes"][1]["status"] == "running"]
@@ -204,7 +183,7 @@ def test_a_bfloat16_race_runs_every_lane_on_the_bfloat16_copy(racer):
     note, control = racer.on_tab("bfloat16")   # the tab shown: the note, the offered precisions, the choice kept
     assert note == racer.preset()[-1] and control["value"] == "bfloat16"
     assert [v for _, v in control["choices"]] == ["float32", "bfloat16"] and racer.on_tab("float16")[1]["value"] == "float32"
-    _, _, again = _race(racer, ["ar", "dflash"], n=8)   # the float32 engine, copied after its runs, still exact
+    _, _, again = race_run(racer, ["ar", "dflash"], n=8)   # the float32 engine, copied after its runs, still exact
     assert again["lanes"][1]["ids"] == before["lanes"][1]["ids"] and again["lanes"][1]["same"] is True
     assert racer.loader.race_engine("bfloat16") is bf16
 
@@ -219,7 +198,7 @@ def test_a_bfloat16_race_started_before_the_copy_exists_waits_and_says_so():
     ld.engines[ld.default_drafter()] = ld.by_dtype["float32"] = ld.engine
     ld.profile_step = (3, 11)   # the float32 profile under way
     racer = race.Race(ld, session.Sessions(), callbacks=None)
-    gen = racer.on_race(PROMPT, ["ar", "ddtree-auto"], 8, True, "bfloat16", session.new_state())
+    gen = racer.on_race(RACE_PROMPT, ["ar", "ddtree-auto"], 8, True, "bfloat16", session.new_state())
     first = next(gen)
     assert first[1].startswith("waiting for the bfloat16 copy of the models (measuring this machine"), first[1]
     ld._profile(ld._lower_precision())   # the loader's next steps
@@ -276,11 +255,11 @@ def test_the_bfloat16_copy_multiplies_its_heads_as_a_bfloat16_load_does():
     from engine.models import in_dtype
 
     fp32 = Engine(tiny_models("qwen3", 0))
-    fp32.generate(PROMPT, DecodeConfig(mode="dflash", max_new_tokens=4))   # the app's order: fp32 runs first
+    fp32.generate(RACE_PROMPT, DecodeConfig(mode="dflash", max_new_tokens=4))   # the app's order: fp32 runs first
     copy = Engine(in_dtype(fp32.models, torch.bfloat16))
     assert [p.requires_grad for p in copy.models.target.parameters()] == \
         [p.requires_grad for p in fp32.models.target.parameters()]
     with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
-        copy.generate(PROMPT, DecodeConfig(mode="ddtree", max_new_tokens=12))
+        copy.generate(RACE_PROMPT, DecodeConfig(mode="ddtree", max_new_tokens=12))
     bmm = sorted({str(e.input_shapes) for e in prof.events() if e.name == "aten::bmm"})
     assert not bmm, bmm

@@ -7,11 +7,11 @@ Screenshots: test-output/race-*.png."""
 from __future__ import annotations
 
 import re
-import time
 
 import pytest
 
 from app_fixtures import OUTPUT, REPO, chromium_or_skip, launched_app
+from helpers import wait_until
 
 pytest.importorskip("playwright.sync_api")
 
@@ -63,18 +63,18 @@ def app(tmp_path_factory):
 def _wait_profiled(app, timeout: float = 1200.0) -> str:
     from gradio_client import Client
 
-    client, t0 = None, time.monotonic()
-    while time.monotonic() - t0 < timeout:
+    client = None
+
+    def profiled() -> str | None:
+        nonlocal client
         try:   # the server answers slowly while the model de-quantises (GIL-bound) on a loaded machine
             client = client or Client(app.url, verbose=False)
             status = client.predict(api_name="/model_status")[0]
         except Exception:  # noqa: BLE001 (httpx timeouts)
-            time.sleep(2.0)
-            continue
-        if "machine measured" in status or "failed" in status:
-            return status
-        time.sleep(1.0)
-    raise TimeoutError(f"no profile after {timeout} s:\n{app.log()[-2000:]}")
+            return None
+        return status if "machine measured" in status or "failed" in status else None
+
+    return wait_until(profiled, timeout, lambda: f"a profile:\n{app.log()[-2000:]}", every=1.0)
 
 
 def _load() -> float:

@@ -12,13 +12,13 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from engine.__main__ import main as cli
+from helpers import poll_until
 
 ROOT = Path(__file__).resolve().parent.parent
 PROMPTS = [{"id": "p/1", "prompt": "abc dea, fig?"}, {"id": "p2", "prompt": "jig a bad cafe."},
@@ -127,6 +127,14 @@ def descendants(pid: int, skip: set[int] = frozenset()) -> list[int]:
     return out
 
 
+def alive(pid: int) -> bool:
+    """The process is there and not a zombie (whose cmdline is empty)."""
+    try:
+        return bool(Path(f"/proc/{pid}/cmdline").read_bytes())
+    except OSError:
+        return False
+
+
 def job_processes() -> list[tuple[int, bytes]]:
     """(pid, title) of this test's Ray workers that are running a job (Ray titles them `ray::job NAME`)."""
     out = []
@@ -157,9 +165,8 @@ class Killer(threading.Thread):
                     os.kill(pid, signal.SIGKILL)
                     self.left[job] -= 1
                     self.killed[job] += 1
-                    while Path(f"/proc/{pid}/cmdline").exists() and Path(f"/proc/{pid}/cmdline").read_bytes():
-                        time.sleep(0.01)  # gone (or a zombie: empty cmdline)
-            time.sleep(0.005)
+                    poll_until(lambda: not alive(pid), 60, every=0.01)
+            self.done.wait(0.005)
 
 
 class Freezer(threading.Thread):
@@ -177,7 +184,7 @@ class Freezer(threading.Thread):
                     os.kill(pid, signal.SIGSTOP)
                     self.pid = pid
                     break
-            time.sleep(0.005)
+            self.done.wait(0.005)
 
     def thaw(self) -> None:
         self.done.set()
@@ -275,13 +282,15 @@ def test_resume_after_interrupt(tiny, cluster, reference):
     freezer = Freezer("tiny/p/1")   # one worker takes the jobs in prompt order
 
     def interrupt_after_first_job():
-        while freezer.pid is None or not any(
-                len(list((out / "traces" / "tiny").glob(f"*/{p}.json"))) == len(LABELS)
-                for p in ("p_1", "p2", "p3", "p4")):
-            time.sleep(0.01)
-        os.kill(os.getpid(), signal.SIGINT)   # Ctrl-C: KeyboardInterrupt in the main thread
-        time.sleep(1.0)   # the driver stops polling within 0.5 s; then let the worker go, as the sweep's
-        freezer.thaw()    # cleanup (ray.kill) waits for a frozen worker
+        poll_until(lambda: freezer.pid is not None and any(
+            len(list((out / "traces" / "tiny").glob(f"*/{p}.json"))) == len(LABELS)
+            for p in ("p_1", "p2", "p3", "p4")), 600, every=0.01)
+        handler = signal.getsignal(signal.SIGINT)   # the driver's (bench.sweep.ctrl_c_sets), while it polls
+        os.kill(os.getpid(), signal.SIGINT)   # Ctrl-C: it sets the driver's stop flag
+        # the driver has stopped polling once its handler is gone; then let the worker go, as the sweep's cleanup
+        # (ray.kill) waits for a frozen worker
+        poll_until(lambda: signal.getsignal(signal.SIGINT) is not handler, 60, every=0.01)
+        freezer.thaw()
 
     freezer.start()
     threading.Thread(target=interrupt_after_first_job, daemon=True).start()

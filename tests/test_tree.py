@@ -11,6 +11,7 @@ import pytest
 
 from engine.decode import DecodeConfig, Engine
 from engine.tree import Source, best_first, tree_proposal
+from helpers import BASE, RANKED0, RANKED1, SHIFTED, hand_round
 from tiny import tiny_models
 
 
@@ -191,25 +192,6 @@ def test_auto_shifted_blocks_leave_a_tree_its_node_budget():
 
 
 # -- issue 40: a calibrated ranking, and the g(0)-alone tree a reanchor-tree round records --------------
-
-L9, L1 = math.log(0.9), math.log(0.1)
-RANKED0 = [[(1, L9), (5, L1)], [(2, math.log(0.6)), (6, math.log(0.4))], [(3, math.log(0.5)), (8, math.log(0.5))]]
-RANKED1 = [[(9, math.log(0.3)), (4, math.log(0.05))], [(10, L9), (12, L1)], [(11, math.log(0.8)), (13, math.log(0.2))]]
-BASE, SHIFTED = [7, 1, 2, 3], {1: [2, 9, 10, 11]}       # g(1) attaches at site 2 (g(0)[2] == 2)
-
-
-def hand_round(nodes: int, truth: list[int], ranker=None) -> dict:
-    """A reanchor-tree round over RANKED0/RANKED1 verified by a target whose top-1 at depth k is truth[k]."""
-    from engine.trace import round_record
-    from engine.trie import accept
-
-    paths, info, trie, facts = tree_proposal(BASE, SHIFTED, [RANKED0, RANKED1], "reanchor-tree", "earliest",
-                                             random.Random(0), 6, nodes, ranker=ranker)
-    top1 = [truth[d] if d < len(truth) else -1 for d in trie.depths]
-    chain, bonus = accept(trie, lambda n: top1[n])
-    new = [trie.tokens[n] for n in chain[1:]] + [bonus]
-    return round_record(0, 4, len(BASE), BASE, SHIFTED, info, paths, trie, chain, bonus, new, top1, 0, 1.0, 1.0, 1.0,
-                        facts)
 
 
 def tree_tokens(rnd: dict) -> set[int]:
