@@ -9,7 +9,7 @@ import json
 import pytest
 
 from app import plots, records
-from app_fixtures import REPO, real_trace
+from app_fixtures import REPO, real_trace, tiny_engine
 
 EXAMPLES = sorted((REPO / "assets" / "traces").glob("*.json"))
 # Where each example opens (docs/teaching.md walks them; docs/algorithm.md's worked round is math's)
@@ -84,3 +84,32 @@ def test_a_bigger_figure_or_longer_tokens_score_lower():
     wordy = {k: "␣extraordinarily" for k in texts}
     assert records.teach_score(rec, wordy) < base
     assert records.teach_score(rec) >= base  # without texts, no token is known to be long
+
+
+@pytest.mark.parametrize("mode", ["ddtree", "reanchor-tree"])
+def test_every_round_of_a_tree_run_fits_a_projector_in_every_phase(mode):
+    """A tree mode's trie (the embedded target's 32-node trees: up to ~30 branches; here 96 nodes of the tiny models)
+    has more branches than a projector phase on the trie alone has rows for (16 at MIN_SLOT_PX): phases 6-7 draw the
+    branches through the accepted chain and the retained path, then the first ones, and the title says how many of
+    how many; every phase of every round within FIT_HEIGHT."""
+    from app.plots.trie import leaves
+    from engine.decode import DecodeConfig
+
+    trace = tiny_engine("qwen3", 0).generate("hi, j.", DecodeConfig(mode=mode, max_new_tokens=32, max_trie_nodes=96))
+    rounds = trace["rounds"]
+    cut = 0
+    for k, rec in enumerate(rounds):
+        for phase, fig in phase_figures(trace, k):
+            assert fig["layout"]["height"] <= plots.FIT_HEIGHT, (k, phase, fig["layout"]["height"])
+            shown = labels(fig)
+            assert len([x for x in shown if x.endswith("…")]) <= 0.05 * len(shown), (k, phase, shown)
+        if leaves(rec) > plots.FIT_BRANCHES:
+            cut += 1
+            fitted = plots.fitted_trie(rec, plots.FIT_BRANCHES)
+            assert leaves(fitted) == plots.FIT_BRANCHES
+            kept = [fitted["trie"]["tokens"][i] for i in fitted["accepted_nodes"]]
+            assert kept == [rec["trie"]["tokens"][i] for i in rec["accepted_nodes"]]
+            assert (plots.retained_path(fitted)[0] == plots.retained_path(rec)[0])
+            title = dict(phase_figures(trace, k))[6]["layout"]["title"]["text"]
+            assert f"{plots.FIT_BRANCHES} of {leaves(rec)} branches drawn" in title, title
+    assert cut, "no round with more branches than a phase holds: the cut went untested"

@@ -12,12 +12,12 @@ names here.
 from __future__ import annotations
 
 from .grid import MAX_OTHER_SITES, strip_rows
-from .round import DRAWN_ROWS, FIT_HEIGHT, PHASE_PARTS, round_figure, round_figure_json, round_figure_parts
+from .round import DRAWN_ROWS, FIT_BRANCHES, FIT_HEIGHT, PHASE_PARTS, round_figure, round_figure_json, round_figure_parts
 from .runs import TIMELINE_BARS, VIEW_MARK, bar_figure, budget_curve_figure, counterfactual_figure, empty_figure, \
     share_axes, timeline_figure, view_frame
-from .trie import DOTS_A_NODE, DRAWN_NODES, drawn_trie, retained_path
+from .trie import DOTS_A_NODE, DRAWN_NODES, drawn_trie, fitted_trie, retained_path
 
-__all__ = ["DOTS_A_NODE", "DRAWN_NODES", "DRAWN_ROWS", "FIT_HEIGHT", "MAX_OTHER_SITES", "PHASE_PARTS", "TIMELINE_BARS",
-           "VIEW_MARK", "bar_figure", "budget_curve_figure", "counterfactual_figure", "drawn_trie", "empty_figure",
+__all__ = ["DOTS_A_NODE", "DRAWN_NODES", "DRAWN_ROWS", "FIT_BRANCHES", "FIT_HEIGHT", "MAX_OTHER_SITES", "PHASE_PARTS", "TIMELINE_BARS",
+           "VIEW_MARK", "bar_figure", "budget_curve_figure", "counterfactual_figure", "drawn_trie", "empty_figure", "fitted_trie",
            "retained_path", "round_figure", "round_figure_json", "round_figure_parts", "share_axes", "strip_rows",
            "timeline_figure", "view_frame"]

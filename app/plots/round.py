@@ -15,7 +15,7 @@ from ..palette import EXT_FILL, FONT
 from ..tokentext import plotly_text
 from .geometry import TAG_PX, TRIE_LEFT_PX, Cols, Style, label_columns, label_px, plain_figure, position_px
 from .grid import accepted_cells, alignment_rows, fold_trace, native_traces, row_trace, site_traces, strip_rows
-from .trie import drawn_trie, retained_path, trie_layout, trie_traces
+from .trie import drawn_trie, fitted_trie, leaves, retained_path, trie_layout, trie_traces
 
 DIM = 0.16           # opacity of the parts a step-through phase does not point at
 
@@ -42,8 +42,11 @@ def _round_layout(rec: dict, labels: list[str], n_slots: int, max_depth: int, ti
                             "showarrow": False, "xanchor": "right" if X.widths else "left", "yanchor": "bottom",
                             "font": {"size": style.font if style.projector else style.font - 1, "color": "#a07800"}})
     nodes = len(rec["trie"]["parents"])
-    drawn = f"{nodes} trie nodes" if "nodes_all" not in rec else \
-        f"{rec['nodes_all']:,} trie nodes, the first {nodes:,} drawn"
+    drawn = f"{nodes} trie nodes"
+    if rec.get("branches_all"):   # a projector phase's cut (fitted_trie)
+        drawn = f"{rec['nodes_all']:,} trie nodes, {leaves(rec)} of {rec['branches_all']} branches drawn"
+    elif "nodes_all" in rec:      # a huge round's (drawn_trie)
+        drawn = f"{rec['nodes_all']:,} trie nodes, the first {nodes:,} drawn"
     head = title or (f"round {rec['round']} · anchor @ {s} · accepted {a}"
                      f" ({baseline_accepted(rec)} baseline-alone) · {drawn}")
     if X.widths:  # the columns' centres, named by position (every other one where columns are narrow)
@@ -113,11 +116,13 @@ def round_figure_json(rec: dict, token_texts: dict, title: str | None = None, de
 
 # The lesson on one projector screen (1280x720): a step-through phase draws in at most FIT_HEIGHT px, under its
 # sentence (app.render keeps the caption to the sentence in a projector phase); rows and trie slots squeeze down to
-# FIT_ROW_PX / FIT_SLOT_PX (the trie alone: MIN_SLOT_PX; past that, 17 branches and more, a phase overflows).
+# FIT_ROW_PX / FIT_SLOT_PX (the trie alone: MIN_SLOT_PX, at most FIT_BRANCHES branches: a bushier trie, a tree
+# mode's, is cut to them, its title saying so).
 # Columns: each as wide as its widest label, at least MIN_COL_PX, and TAG_PX on the right for the names at the
 # branches' ends and the bonus's label.
 FIT_HEIGHT = 480
 FIT_ROW_PX, FIT_SLOT_PX, MIN_SLOT_PX = 32, 28, 24
+FIT_BRANCHES = int((FIT_HEIGHT - 70) / MIN_SLOT_PX - 0.8)   # 16
 HEAD_TOKENS = 3  # a shifted row's tokens written out in phases 3-5 (which are about its start and its site)
 
 
@@ -177,6 +182,8 @@ def round_figure_parts(rec: dict, token_texts: dict, title: str | None, depth_ca
     style = Style(projector)
     rec = drawn_trie(rec)
     fit = projector and phase in PHASE_PARTS
+    if fit and phase in (6, 7):   # the trie alone: the branches MIN_SLOT_PX rows hold
+        rec = fitted_trie(rec, FIT_BRANCHES)
     s = int(rec["anchor_pos"])
     rows = alignment_rows(rec, depth_cap)
     strip = strip_rows(rec, prev)

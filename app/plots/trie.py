@@ -238,20 +238,61 @@ def drawn_trie(rec: dict, limit: int = DRAWN_NODES) -> dict:
     """`rec` with its trie cut to what a figure draws: the first `limit` nodes (parents come before children, so
     they are a trie from the anchor), the accepted chain and the retained path always among them, renumbered;
     "nodes_all" says how many it had. A round within the limit is returned as it is."""
-    trie = rec["trie"]
-    n = len(trie["parents"])
+    n = len(rec["trie"]["parents"])
     if n <= limit:
         return rec
-    keep = set(range(limit)) | {int(i) for i in rec.get("accepted_nodes", [0])}
-    keep |= set(path_nodes(rec, retained_path(rec)[0]))
-    for i in list(keep):   # every kept node's ancestors (the cut keeps a trie)
-        while i > 0 and trie["parents"][i] not in keep:
-            i = trie["parents"][i]
-            keep.add(i)
+    return {**_cut_trie(rec, set(range(limit)) | _path_nodes_kept(rec)), "nodes_all": n}
+
+
+def fitted_trie(rec: dict, leaves: int) -> dict:
+    """`rec` with its trie cut to `leaves` branches (a trie's rows are its leaves), what a projector phase has room
+    for: the branches through the accepted chain and the retained path first, then by first path (the baseline's,
+    then the blocks' in order, as the rows go down); "branches_all" and "nodes_all" say what it had. A round that
+    fits is returned as it is."""
+    parents, prov = rec["trie"]["parents"], rec["trie"]["provenance"]
+    ends = leaf_nodes(parents)
+    if len(ends) <= leaves:
+        return rec
+    must = _path_nodes_kept(rec) - {0}
+    ranked = sorted(ends, key=lambda i: (not ({i} | _ancestors(parents, i)) & must, min(prov[i], default=1 << 30)))
+    return {**_cut_trie(rec, set(ranked[:leaves]) | must), "branches_all": len(ends),
+            "nodes_all": rec.get("nodes_all", len(parents))}
+
+
+def leaf_nodes(parents: list) -> list[int]:
+    """The trie's leaves: the ends of its branches, one row each in its drawing."""
+    inner = {p for p in parents if p is not None and p >= 0}
+    return [i for i in range(len(parents)) if i not in inner]
+
+
+def leaves(rec: dict) -> int:
+    """How many branches a round's trie has."""
+    return len(leaf_nodes(rec["trie"]["parents"]))
+
+
+def _ancestors(parents: list, i: int) -> set[int]:
+    out = set()
+    while i > 0:
+        i = parents[i]
+        out.add(i)
+    return out
+
+
+def _path_nodes_kept(rec: dict) -> set[int]:
+    """The nodes a cut trie keeps whatever its size: the accepted chain and the retained path."""
+    return {int(i) for i in rec.get("accepted_nodes", [0])} | set(path_nodes(rec, retained_path(rec)[0]))
+
+
+def _cut_trie(rec: dict, keep: set[int]) -> dict:
+    """`rec` with its trie cut to `keep` and every kept node's ancestors (the cut keeps a trie), renumbered."""
+    trie = rec["trie"]
+    n = len(trie["parents"])
+    for i in list(keep):
+        keep |= _ancestors(trie["parents"], i)
     order = sorted(keep)
     new = {old: k for k, old in enumerate(order)}
     cut = {key: [v[i] for i in order] for key, v in trie.items() if isinstance(v, list) and len(v) == n}
     cut["parents"] = [new.get(trie["parents"][i], -1) for i in order]
     return {**rec, "trie": cut, "accepted_nodes": [new[int(i)] for i in rec.get("accepted_nodes", [0])],
             "target_top1": [rec["target_top1"][i] for i in order] if len(rec.get("target_top1") or []) == n
-            else rec.get("target_top1"), "nodes_all": n}
+            else rec.get("target_top1")}
