@@ -91,7 +91,7 @@ def lane_payload(label: str, about: str, status: str, trace: dict | None, own_s:
     if not trace:
         return {"label": label, "about": about, "status": status, "pieces": [], "src": [], "marks": [],
                 "tokens": 0, "passes": 0, "tps": None, "wall_s": 0.0, "tau": None, "max_nodes": 0, "max_round_ms": 0.0,
-                "shifted": 0, "gain": None, "gain_rounds": 0}
+                "shifted": 0, "gain": None, "gain_rounds": 0, "drafted": 0}
     rounds = trace.get("rounds") or []
     _, pieces = trace_pieces(trace)
     marks = lane_marks(trace, own_s)
@@ -104,6 +104,8 @@ def lane_payload(label: str, about: str, status: str, trace: dict | None, own_s:
     gain, gain_rounds = shifted_gain(trace) if done else (None, 0)
     return {"label": label, "about": about, "status": status, "pieces": pieces[:tokens],
             "src": src, "shifted": shifted_tokens(src), "gain": gain if gain_rounds else None, "gain_rounds": gain_rounds,
+            # shifted blocks drafted in all: none at all (the auto budget found none worth its cost) is said so
+            "drafted": sum(len(r.get("shifted") or []) for r in rounds),
             "marks": marks, "tokens": tokens, "passes": len(rounds) + 1 if rounds else 0,
             "tps": round(tps, 2) if tps else None, "wall_s": round(wall_s, 3),
             "tau": round(tokens / len(rounds), 2) if rounds else None,

@@ -14,7 +14,7 @@ from app import loader as L
 from app import race, race_view, session
 from engine.decode import Engine
 from engine.decode.cost import VERIFY_SIZES
-from app_fixtures import RACE_PROMPT, race_run, racer  # noqa: F401  (racer: the fixture)
+from app_fixtures import RACE_PROMPT, race_run, racer, real_trace  # noqa: F401  (racer: the fixture)
 from tiny import tiny_models
 
 
@@ -263,3 +263,15 @@ def test_the_bfloat16_copy_multiplies_its_heads_as_a_bfloat16_load_does():
         copy.generate(RACE_PROMPT, DecodeConfig(mode="ddtree", max_new_tokens=12))
     bmm = sorted({str(e.input_shapes) for e in prof.events() if e.name == "aten::bmm"})
     assert not bmm, bmm
+
+
+def test_a_reanchor_lane_counts_the_shifted_blocks_it_drafted():
+    """The lane's payload says how many shifted blocks the run drafted in all (the page, when none: "no shifted block
+    drafted", the lane being the tree alone), from the trace's rounds."""
+    trace = real_trace("qwen3", "reanchor-tree", "earliest", "hi, j.", 24)
+    drafted = sum(len(r["shifted"]) for r in trace["rounds"])
+    assert drafted > 0
+    assert race_view.lane_payload("reanchor-tree", "", "done", trace)["drafted"] == drafted
+    alone = {**trace, "rounds": [{**r, "shifted": []} for r in trace["rounds"]]}
+    assert race_view.lane_payload("reanchor-tree-auto", "", "done", alone)["drafted"] == 0
+    assert race_view.lane_payload("reanchor-tree-auto", "", "waiting", None)["drafted"] == 0

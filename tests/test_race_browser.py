@@ -193,8 +193,9 @@ def test_race_of_plain_decoding_and_two_speculative_modes(app, browser, tmp_path
     shift = next(ln for ln in lanes if ln["label"] == "reanchor-tree-auto")["shift"]
     k = int(re.search(r"tokens from shifted blocks: (\d+)", shift["text"])[1])
     assert k == shift["coloured"], shift
+    # what the shifted blocks added over the tree alone, or that the budget drafted none (then the lane is that tree)
     assert re.search(r"ReAnchor (added -?\d+ tokens? over|: \d+ tokens? fewer than) the tree alone", shift["text"]) \
-        or "tree alone" not in shift["text"], shift
+        or "no shifted block drafted: the budget found none worth its cost here" in shift["text"], shift
     assert 0 <= shift["box"]["y"] and shift["box"]["y"] + shift["box"]["height"] <= 720 and shift["font"] >= 12, shift
     assert next(ln for ln in lanes if ln["label"] == "ddtree-auto")["shift"] is None
     print(f"\nxN {x}; reanchor lane: {shift['text']}")

@@ -67,6 +67,13 @@ window.rxRaceMount = function (root, P, opts) {
       w.title = 'over the ' + b.L.gain_rounds + ' rounds that recorded the tree g(0) alone would have grown: the ' +
         'tokens committed minus what that tree would have committed on the same state';
       b.shift.dataset.gain = g; b.shift.appendChild(w);
+    } else if (fin && b.L.drafted === 0) {
+      // the cost budget drafted none: the lane is the tree alone, and says why
+      b.shift.appendChild(document.createTextNode(' · '));
+      const w = el('span', 'rx-lgain', 'no shifted block drafted: the budget found none worth its cost here');
+      w.title = 'the auto budget drafts a shifted block only where its expected accepted tokens pay for its drafting ' +
+        'and verifying time on this machine; this lane ran as the tree g(0) alone';
+      b.shift.appendChild(w);
     }
   };
   const setText = (b, n) => {
