@@ -62,6 +62,9 @@ def main(argv: list[str] | None = None) -> None:
     racer = race.Race(ld, session.Sessions(), callbacks=None)
     preset = racer.preset()
     print(preset[-1].split("\n\n")[0].replace("**", ""), flush=True)
+    # the calibration race's own figures (each candidate's tokens/s), to set beside the races' below
+    print("calibration race: " + "; ".join(f"{m['label']} ({m['drafter']}, {m['dtype']}) {m['tps']} tok/s"
+                                           for m in ld.race_calibration or []), flush=True)
     busy = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if args.busy else None
     xs: dict[str, list[float]] = {}
     try:
