@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> None:
                 settings = runs.parse_inputs(prompt, mode, DEFAULT_RULE, 0.0, 0, DEFAULT_APP_MAX_NEW_TOKENS, shifted)
                 out[mode] = timed(engine, settings)
             d, ar = out[DEFAULT_APP_MODE], out["ar"]
-            done += d["tokens"] >= DEFAULT_APP_MAX_NEW_TOKENS and d["status"] == "done"
+            done += d["status"] == "done"   # its tokens, or a stop token first; not cut at the limit
             x = (d["tokens"] / d["s"]) / (ar["tokens"] / ar["s"]) if d["s"] and ar["s"] and ar["tokens"] else 0.0
             print(f"{label[:40]}: {d['tokens']} tokens in {d['s']:.1f} s ({d['status']}); plain decoding "
                   f"{ar['tokens']} in {ar['s']:.1f} s; ×{x:.2f} (load {load0} -> "
@@ -84,7 +84,8 @@ def main(argv: list[str] | None = None) -> None:
         if busy is not None:
             busy.terminate()
             busy.wait()
-    print(f"finished {DEFAULT_APP_MAX_NEW_TOKENS} tokens within the limit: {done} of {args.prompts} prompts")
+    print(f"finished within the limit ({DEFAULT_APP_MAX_NEW_TOKENS} tokens or a stop token): {done} of "
+          f"{len(prompts(args.prompts))} prompts")
 
 
 if __name__ == "__main__":

