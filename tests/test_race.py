@@ -131,10 +131,17 @@ def test_demo_preset_is_the_fastest_exact_configuration_measured():
     assert "1.34× float32 plain decoding" in why and "(exact)" in why and "\n" not in why
     assert "| ddtree | DSpark | float32 | 12.0 | 1.20× |" in figures and "| dflash | Domino | float32 | 9.5 | 0.95× |" \
         in figures and figures.count("\n| ") == len(measured) - 1   # a row a candidate
+    # a clearly faster bfloat16 configuration beside an exact win (1.34x plain decoding): the preset stays exact,
+    # the note names the faster one and by how much
     fast_bf16 = measured + [_m("reanchor-tree-auto", 16.0, "bfloat16")]   # 16.0 / 13.4 = 1.19x: clearly faster
     dtype, drafter, lanes, why, _ = race.demo_preset(fast_bf16, "float32", "DFlash")
-    assert (dtype, lanes) == ("bfloat16", ["ar", "reanchor-tree-auto", "ddtree-auto"]), why
-    assert "(not exact)" in why and "1.19× the best exact configuration (ddtree-auto in float32)" in why, why
+    assert (dtype, lanes) == ("float32", ["ar", "ddtree-auto", "reanchor-tree-auto"]), why
+    assert "(exact)" in why and "reanchor-tree-auto in bfloat16 ran 1.19× faster still, not exact" in why, why
+    # no exact win (1.08x plain decoding): the clearly faster bfloat16 one, saying by how much
+    slow_f32 = [_m("ar", 10.0), _m("ddtree-auto", 10.8), _m("ddtree-auto", 14.0, "bfloat16"), _m("dflash", 12.0, "bfloat16")]
+    dtype, drafter, lanes, why, _ = race.demo_preset(slow_f32, "float32", "DFlash")
+    assert (dtype, lanes) == ("bfloat16", ["ar", "ddtree-auto", "dflash"]), why
+    assert "(not exact)" in why and "1.30× the best exact configuration (ddtree-auto in float32)" in why, why
     other = [_m("ar", 10.0), _m("ddtree-auto", 11.0), _m("ddtree", 15.0, drafter="DSpark"), _m("dflash", 12.0, drafter="DSpark")]
     assert race.demo_preset(other, "float32", "DFlash")[:3] == ("float32", "DSpark", ["ar", "ddtree", "dflash"])
     dtype, drafter, lanes, why, figures = race.demo_preset(None, "float32", "DFlash")   # not measured yet
