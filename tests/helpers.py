@@ -45,6 +45,46 @@ def wait_until(cond: Callable[[], T], timeout: float, what: str | Callable[[], s
     return got
 
 
+# -- Chromium (Playwright pages): waits for a condition, never for a fixed time (test_tests)
+
+JS_PAINTED = "() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r(true))))"
+
+
+def painted(pg) -> None:
+    """Until the page has painted a frame since now (the second animation frame from now: the first comes before that
+    paint): what the DOM holds now is laid out and on screen, changes made in the same task included (Gradio's
+    status pills are set in the task that adds the event's error toast)."""
+    pg.evaluate(JS_PAINTED)
+
+
+def wait_handled(pg, cond: Callable[[], T], timeout: float, what: str | Callable[[], str]) -> T:
+    """cond()'s first true value, where the condition is Python state that Playwright's own handlers fill (a route
+    handler's held requests): no page-side wait sees it, and Playwright runs those handlers only while a call of the
+    page is waiting. Looked at after each animation frame of the page (a call that waits for one), failing after
+    `timeout` s with `what` (a callable: said at that moment)."""
+    end = time.monotonic() + timeout
+    while not (got := cond()):
+        if time.monotonic() >= end:
+            raise AssertionError(f"not within {timeout:g} s: {what() if callable(what) else what}")
+        pg.evaluate("() => new Promise(r => requestAnimationFrame(() => r(true)))")
+    return got
+
+
+def no_change_within(pg, js: str, ms: int, what: str, arg=None) -> None:
+    """Fails as soon as the page's condition `js` (a JavaScript function of `arg`) holds within `ms` ms of the page's
+    clock, naming `what`. A check that something does NOT happen (no request sent, no element added) has no event to
+    wait for: it needs a window, the one fixed time a test may wait, kept here, explicit and named. Looked at on every
+    animation frame; Playwright's handlers (its request events) run meanwhile, so a caller checks what they recorded
+    after it."""
+    t0 = pg.evaluate("() => performance.now()")
+    handle = pg.wait_for_function(
+        f"([arg, t0, ms]) => {{ const got = ({js})(arg); if (got) return {{changed: got}};"
+        " return performance.now() - t0 >= ms ? {changed: null} : false; }",
+        arg=[arg, t0, ms], timeout=ms + 30000)
+    changed = handle.json_value()["changed"]
+    assert not changed, f"{what} within {ms} ms: {changed!r}"
+
+
 # -- a reanchor-tree round by hand (test_tree, test_analyses): g(0)'s and g(1)'s rankings, the blocks' top-1 drafts
 L9, L1 = math.log(0.9), math.log(0.1)
 RANKED0 = [[(1, L9), (5, L1)], [(2, math.log(0.6)), (6, math.log(0.4))], [(3, math.log(0.5)), (8, math.log(0.5))]]

@@ -16,6 +16,7 @@ import pytest
 
 from app_fixtures import (JS_ROUND_SETTLED, OUTPUT, REPO, compare_with_dflash, go_to_round, real_trace, show_example,
                           wait_text)
+from helpers import wait_handled
 from page_fixtures import app, page  # noqa: F401  (the fixtures: the tiny app, one page at 1280x720)
 
 pytest.importorskip("playwright.sync_api")  # the browser fixture (conftest.py) drives it
@@ -421,12 +422,8 @@ def test_a_button_clicked_after_a_typed_jump_shows_its_own_round(page):
     try:
         page.click("#rx-first")
         # until the click's own call is held: one that leaving the box sends goes before it
-        clicked = lambda: any((r.request.post_data_json or {}).get("fn_index") == first for r in held)  # noqa: E731
-        for _ in range(500):
-            if clicked():
-                break
-            page.wait_for_timeout(20)
-        assert clicked(), f"the click sent no call ({len(held)} held)"
+        wait_handled(page, lambda: any((r.request.post_data_json or {}).get("fn_index") == first for r in held), 10,
+                     lambda: f"the click on |◀ first sending its call, held ({len(held)} held)")
         for r in reversed(held):  # the click's own call first, the one sent before it last, each answered in turn
             with page.expect_response(lambda res, q=r.request: res.request == q, timeout=20000):
                 r.continue_()
@@ -561,11 +558,7 @@ def test_a_far_jump_while_the_page_fetches_gets_the_rounds_around_it(page, tmp_p
     try:
         load_trace(page, chain_trace(n, L=4), tmp_path / "far.json")
         r0 = int(page.locator("#rx-slider input[type=number]").input_value())
-        for _ in range(500):   # until the page's first fetch is out (and held)
-            if held:
-                break
-            page.wait_for_timeout(20)
-        assert held, "the page fetched no rounds"
+        wait_handled(page, lambda: held, 10, "the page's first fetch of rounds, held")
         far = r0 + PREFETCH_ROUNDS + 60 if r0 + PREFETCH_ROUNDS + 60 < n else r0 - PREFETCH_ROUNDS - 60
         go_to_round(page, far)
         holding[0] = False

@@ -11,12 +11,14 @@ emptied when another trace or a run replaces the text its number belongs to.
 """
 from __future__ import annotations
 
+import itertools
 import re
 
 import pytest
 
 from app.examples import LESSON_TRACE
 from app_fixtures import JS_ROUND_SETTLED, OUTPUT, click_timeline_bar, compare_with_dflash, show_example, wait_text
+from helpers import painted
 from page_fixtures import (EXAMPLES, VIEW, app, caption, example_box, in_view, page, run,  # noqa: F401  (fixtures)
                            wait_figure)
 
@@ -27,6 +29,10 @@ pytest.importorskip("playwright.sync_api")  # the browser fixture (conftest.py) 
 JS_PILLS = """() => [...document.querySelectorAll('[data-testid="status-tracker"] .error')]
     .filter(e => e.getClientRects().length && getComputedStyle(e).visibility !== 'hidden')
     .map(e => e.closest('[id]')?.id || '?')"""
+
+
+# the component's status tracker is in an event's error state (the red pill, hidden by the page's style)
+JS_ERROR_STATUS = """s => !!document.querySelector(s + ' [data-testid="status-tracker"] .error')"""
 
 
 def wait_caption(pg, text: str, timeout: float = 30000) -> None:
@@ -104,11 +110,14 @@ def test_input_errors_leave_no_pills_and_no_traceback(app, page):
     page.click("#rx-run")
     page.wait_for_selector(".toast-body", timeout=10000)
     assert "Prompt" in page.inner_text(".toast-body")
-    page.wait_for_timeout(500)
+    painted(page)   # the error's statuses (the pills) are set in the task that adds its toast: on screen with it
     assert page.evaluate(JS_PILLS) == []                       # (c): pills on metrics, text, slider, figures
     page.fill("#rx-token-no input", "99999")
     page.click("#rx-token-go")
-    page.wait_for_timeout(800)
+    # its error is in: the status trackers of Go's outputs hold it (follow live's: an output of round switches only;
+    # hidden, and this event's error shows no toast), set in the task that would show pills
+    page.wait_for_function(JS_ERROR_STATUS, arg="#rx-follow", timeout=10000)
+    painted(page)
     assert page.evaluate(JS_PILLS) == []
     assert app.wait_log("Go to round of token #", timeout=10)
     assert "Traceback" not in app.log()[at:], app.log()[at:][-2000:]   # (f)
@@ -186,6 +195,41 @@ JS_LABEL_OVERLAPS = """() => {
 JS_BOX = "s => { const r = document.querySelector(s).getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; }"
 
 
+# Figures (selector: text of its title) drawn and laid out as a person sees them: the title holding its text, a legend
+# where the layout has one, the figure as wide as its box (Plotly's resize after the box changed is done), and their
+# boxes the same on two frames running (a draw that Plotly's auto-margins redo). A string while not (what is missing).
+JS_LAID_OUT = """([figs, key]) => {
+  const now = [];
+  for (const [s, text] of Object.entries(figs)) {
+    const d = document.querySelector(s + ' .js-plotly-plot'), full = d && d._fullLayout;
+    const title = d && d.querySelector('.gtitle'), legend = d && d.querySelector('.legend');
+    if (!full) return s + ': not drawn';
+    if (!title || !title.textContent.includes(text)) return s + ': title ' + JSON.stringify(title && title.textContent);
+    if (full.showlegend && !legend) return s + ': no legend drawn';
+    const width = d.getBoundingClientRect().width;
+    if (Math.abs(full.width - width) > 1.5) return s + ': drawn ' + full.width + ' px wide in a box of ' + width;
+    now.push([title, legend, d.querySelector('.main-svg')].map(e => e && JSON.stringify(e.getBoundingClientRect())));
+  }
+  const was = (window.__rxLaidOut = window.__rxLaidOut || {})[key];
+  window.__rxLaidOut[key] = JSON.stringify(now);
+  return was === window.__rxLaidOut[key] || 'moving';
+}"""
+_waits = itertools.count()
+
+
+def wait_laid_out(pg, figs: dict[str, str], what: str, timeout: float = 20000) -> None:
+    """Until JS_LAID_OUT holds for `figs` (a key of this wait's own: its first look has no frame before it); a timeout
+    names `what` and what was missing then."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    key = f"wait {next(_waits)}"
+    try:
+        pg.wait_for_function(f"a => ({JS_LAID_OUT})(a) === true", arg=[figs, key], timeout=timeout)
+    except PlaywrightTimeout:
+        raise AssertionError(f"{what}: not laid out within {timeout / 1000:g} s: "
+                             f"{pg.evaluate(JS_LAID_OUT, [figs, key])}") from None
+
+
 def _overlap(a, b) -> bool:
     return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
 
@@ -220,20 +264,22 @@ def test_projector_1024_labels_titles_settings_and_a_run_after_play(app, browser
     # the Analyses figures: each title inside its figure (the scope "pooled" was cut at the edge)
     pg.get_by_text("Analyses: the paper's Figure 2").click()
     pg.click("#rx-ex-analyses")
-    pg.wait_for_function("() => (document.querySelector('#rx-hist .gtitle')?.textContent || '').includes('pooled')",
-                         timeout=20000)
-    pg.wait_for_timeout(500)
+    wait_laid_out(pg, {"#rx-hist": "pooled", "#rx-gain": "pooled"}, "the pooled Analyses figures")
     for fig in ("#rx-hist", "#rx-gain"):
         title, svg = pg.evaluate(JS_BOX, f"{fig} .gtitle"), pg.evaluate(JS_BOX, f"{fig} .main-svg")
         assert title[2] <= svg[2], (fig, title, svg)
     pg.screenshot(path=str(OUTPUT / "projector-1024-analyses.png"))
     # ▶ play to the end of the example trace, then Run
+    last = int(re.search(r"rounds 0–(\d+)", caption(pg)).group(1))
     pg.click("#rx-last")
-    wait_caption(pg, "Round ")
+    pg.wait_for_function(JS_ROUND_SETTLED, arg=last, timeout=20000)
     pg.click("#rx-prev")
+    pg.wait_for_function(JS_ROUND_SETTLED, arg=last - 1, timeout=20000)
     pg.click("#rx-play")
-    pg.wait_for_function("() => document.querySelector('#rx-play')?.innerText.includes('play')", timeout=10000)
-    pg.wait_for_timeout(300)
+    # played to the end: the last round shown by a tick and the button back to "▶ play" (the tick after it stopped
+    # the timer), so "▶ play"'s own answer, which set the button to "⏸ pause" and follow live, is in
+    pg.wait_for_function(f"i => ({JS_ROUND_SETTLED})(i) && /play/.test(document.querySelector('#rx-play')?.innerText)",
+                         arg=last, timeout=20000)
     assert pg.is_checked("#rx-follow input"), "playing a finished trace unticked follow live"
     run(pg, "hi, j.", 24)
     cap = caption(pg)
@@ -244,7 +290,8 @@ def test_projector_1024_labels_titles_settings_and_a_run_after_play(app, browser
     pg.get_by_text("Compare: a second run").click()
     pg.click("#rx-cmp-run")
     pg.wait_for_selector("#rx-cmp-table table", timeout=60000)
-    pg.wait_for_timeout(800)
+    wait_laid_out(pg, {"#rx-cmp-a-timeline": "this run: ", "#rx-cmp-timeline": "comparison: ",
+                       "#rx-cmp-a-cf": "comparison's "}, "the Compare panel's figures")
     for fig in ("#rx-cmp-a-timeline", "#rx-cmp-timeline", "#rx-cmp-a-cf"):
         if pg.locator(f"{fig} .legend").count():
             title = pg.evaluate(JS_BOX, f"{fig} .gtitle")

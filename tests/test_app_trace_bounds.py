@@ -23,7 +23,7 @@ import pytest
 
 from app import analysis, callbacks, session, views
 from app_fixtures import free_port
-from helpers import chain_trace
+from helpers import chain_trace, no_change_within
 from engine import analyses
 from engine.trace import TraceError, parse_trace, validate_trace
 
@@ -491,7 +491,14 @@ def test_in_the_browser_bad_traces_leave_the_page_true_and_markdown_stays_text(a
     page.get_by_text("Analyses: the paper's Figure 2").click()
     page.wait_for_function("() => (document.querySelector('#rx-tables')?.innerText || '').includes('unknown')",
                            timeout=30000)
-    page.wait_for_timeout(1000)
+    # nothing fetched from the trace's addresses: an absence, so a window (1 s) after the tables show, in which the
+    # tables must gain no link or image and the page request nothing from those addresses (checked after it)
+    no_change_within(page, """([port]) => {
+        const got = [...document.querySelectorAll('#rx-tables a, #rx-tables img')].map(e => e.outerHTML).concat(
+            performance.getEntriesByType('resource').map(e => e.name)
+                .filter(n => n.includes(':' + port + '/') || n.includes('evil')));
+        return got.length ? got : null; }""", 1000,
+                     "a link or image in the Analyses tables, or a fetch from the trace's addresses", arg=[port])
     tags = page.evaluate("() => [...document.querySelectorAll('#rx-tables a, #rx-tables img')].map(e => e.outerHTML)")
     server.shutdown()
     assert tags == [] and requests == [] and Pixel.hits == [], (tags, requests, Pixel.hits)

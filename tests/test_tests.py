@@ -1,7 +1,9 @@
 """The tests themselves: they wait for a condition, never for a fixed time (a sleep is too short on a loaded machine
 and wasted on an idle one: tests/helpers.wait_until polls with a deadline), and no test module imports another
 (a shared fixture or helper lives in helpers.py, app_fixtures.py, page_fixtures.py or conftest.py, so a module runs
-alone and its fixtures are its own)."""
+alone and its fixtures are its own). In Chromium alike: Playwright's wait_for_timeout is a sleep; a page is waited on
+for the DOM state the next step needs (wait_for_function, helpers.painted, helpers.wait_handled), and a check that
+something does NOT happen keeps its window in one named helper (helpers.no_change_within)."""
 from __future__ import annotations
 
 import ast
@@ -26,6 +28,27 @@ def sleeps(tree: ast.AST) -> list[int]:
     return out
 
 
+# The helpers that may wait a fixed time in a page: a window in which something must NOT happen has no event to wait for
+WINDOW_HELPERS = {"no_change_within"}
+
+
+def fixed_waits(tree: ast.AST) -> list[int]:
+    """Lines that use Playwright's wait_for_timeout (a call, or the method taken to call later) outside a function
+    of WINDOW_HELPERS."""
+    out = []
+
+    def walk(node: ast.AST, allowed: bool) -> None:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            allowed = allowed or node.name in WINDOW_HELPERS
+        if isinstance(node, ast.Attribute) and node.attr == "wait_for_timeout" and not allowed:
+            out.append(node.lineno)
+        for child in ast.iter_child_nodes(node):
+            walk(child, allowed)
+
+    walk(tree, False)
+    return out
+
+
 def imported_test_modules(tree: ast.AST) -> set[str]:
     """The test modules (test_*.py of this folder) a module imports, anywhere in it."""
     names = set()
@@ -47,6 +70,18 @@ def test_no_test_sleeps():
         del found["helpers.py"]
     assert len(modules()) > 50, "too few test files read: the test would prove nothing"
     assert not found, f"fixed sleeps (wait for the condition: helpers.wait_until): {found}"
+
+
+def test_no_fixed_waits_in_pages():
+    """Playwright's wait_for_timeout nowhere but inside a window helper (helpers.no_change_within)."""
+    found = {p.name: fixed_waits(ast.parse(p.read_text(encoding="utf-8"))) for p in modules()}
+    found = {k: v for k, v in found.items() if v}
+    assert not found, ("fixed waits in a page (wait for the DOM state the next step needs: page.wait_for_function, "
+                       f"helpers.painted; a window for an absence: helpers.no_change_within): {found}")
+    # the check sees one: in a test, in a nested function, taken to call later; not in the window helper
+    assert fixed_waits(ast.parse("def test_x(pg):\n    pg.wait_for_timeout(20)\n")) == [2]
+    assert fixed_waits(ast.parse("def t(pg):\n    def f():\n        return pg.wait_for_timeout\n")) == [3]
+    assert fixed_waits(ast.parse("def no_change_within(pg, ms):\n    pg.wait_for_timeout(ms)\n")) == []
 
 
 def test_no_test_module_imports_another():
