@@ -228,7 +228,8 @@ def _wire_navigation(c: SimpleNamespace, cb: Callbacks) -> None:
     for name, plot in (("timeline", c.cmp_a_timeline), ("counterfactual", c.cmp_a_cf)):  # this run's rounds
         plot.click(cb.on_timeline_click, [c.state], nav, api_name=f"compare_{name}_click", **fast)
     c.text_box.click(cb.on_token_click, [c.state], nav + [c.token_no], api_name="token_click", **fast)
-    c.token_go.click(cb.on_token_go, [c.token_no, c.state], nav, api_name="token_round", **fast, **RAW)
+    # a typed token number can be wrong: queued, its error is a toast (an unqueued call's error showed none)
+    c.token_go.click(cb.on_token_go, [c.token_no, c.state], nav, api_name="token_round", show_progress="hidden", **RAW)
     c.phase_next.click(lambda st: cb.step_phase(st, +1), [c.state], nav, api_name="next_phase", **fast)
     c.phase_prev.click(lambda st: cb.step_phase(st, -1), [c.state], nav, api_name="prev_phase", **fast)
     c.phase_off.click(lambda st: cb.step_phase(st, None), [c.state], nav, api_name="whole_round", **fast)

@@ -112,10 +112,14 @@ def test_input_errors_leave_no_pills_and_no_traceback(app, page):
     assert "Prompt" in page.inner_text(".toast-body")
     painted(page)   # the error's statuses (the pills) are set in the task that adds its toast: on screen with it
     assert page.evaluate(JS_PILLS) == []                       # (c): pills on metrics, text, slider, figures
+    page.evaluate("() => document.querySelectorAll('.toast-close').forEach(b => b.click())")
+    page.wait_for_function("() => !document.querySelector('.toast-body')", timeout=10000)
     page.fill("#rx-token-no input", "99999")
     page.click("#rx-token-go")
-    # its error is in: the status trackers of Go's outputs hold it (follow live's: an output of round switches only;
-    # hidden, and this event's error shows no toast), set in the task that would show pills
+    # its error is a toast naming the control and the range, and the status trackers of Go's outputs hold it
+    # (follow live's: an output of round switches only, hidden), set in the task that would show pills
+    page.wait_for_selector(".toast-body", timeout=10000)
+    assert "Go to round of token #: must be between 0 and" in page.inner_text(".toast-body")
     page.wait_for_function(JS_ERROR_STATUS, arg="#rx-follow", timeout=10000)
     painted(page)
     assert page.evaluate(JS_PILLS) == []
