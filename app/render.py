@@ -393,8 +393,8 @@ def _reanchored_blocks(r: _Round) -> str:
     first = shifted[0]
     each = [f"g({b['d']}) from the state at {s + b['d'] - 1}, starting with a_{b['d']} = "
             f"{r.q(b['tokens'][0])} at its native position {s + b['d']}" for b in shifted[:3]]
-    return (f"In the same drafter call, each re-anchored block g(d) continues from the kept state at position "
-            f"s+d−1 with the target's token a_d: " + "; ".join(each)
+    return ("In the same drafter call, each re-anchored block g(d) continues from the kept state at position "
+            "s+d−1 with the target's token a_d: " + "; ".join(each)
             + (f"; and {len(shifted) - 3} more" if len(shifted) > 3 else "") + f" ({len(shifted)} blocks, "
             f"g({first['d']})–g({shifted[-1]['d']})).")
 
