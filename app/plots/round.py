@@ -29,7 +29,10 @@ def _round_layout(rec: dict, labels: list[str], n_slots: int, max_depth: int, ti
     a = int(rec.get("accepted", len(rec.get("accepted_nodes", [0])) - 1))
     n_rows = len(labels)
     grid_h = style.row_px * n_rows
-    trie_h = style.slot_px * (n_slots + 0.8) if n_slots else 0
+    # above the first slot: 0.8 of one, at least the root's label over its marker (a label's size + 12 px: at a
+    # bushy trie's 24 px slots, 0.8 of one cut the top of a 14 px label)
+    top = max(0.8, (style.font + TRIE_HEAD_PAD) / style.slot_px)
+    trie_h = style.slot_px * (n_slots + top) if n_slots else 0
     gap_px = 30 if grid_h and trie_h else 0
     total = max(grid_h + trie_h + gap_px, 1)
     shapes, annotations = [], []
@@ -76,7 +79,7 @@ def _round_layout(rec: dict, labels: list[str], n_slots: int, max_depth: int, ti
                   "tickvals": list(range(n_rows)), "visible": bool(grid_h),
                   "ticktext": [plotly_text(t) for t in labels], "showgrid": False, "zeroline": False,
                   "tickfont": {"size": style.font}, "ticklabeloverflow": "allow"},
-        "yaxis2": {"domain": [0, trie_h / total] if trie_h else [0, 0.001], "range": [max(n_slots, 1) - 0.5, -0.8],
+        "yaxis2": {"domain": [0, trie_h / total] if trie_h else [0, 0.001], "range": [max(n_slots, 1) - 0.5, -top],
                    "showticklabels": False, "showgrid": False, "zeroline": False},
         "shapes": shapes, "annotations": annotations,
     }
@@ -122,7 +125,8 @@ def round_figure_json(rec: dict, token_texts: dict, title: str | None = None, de
 # branches' ends and the bonus's label.
 FIT_HEIGHT = 480
 FIT_ROW_PX, FIT_SLOT_PX, MIN_SLOT_PX = 32, 28, 24
-FIT_BRANCHES = int((FIT_HEIGHT - 70) / MIN_SLOT_PX - 0.8)   # 16
+TRIE_HEAD_PAD = 12
+FIT_BRANCHES = int((FIT_HEIGHT - 70 - 14 - TRIE_HEAD_PAD) / MIN_SLOT_PX)   # 16 (the room less the root label's)
 HEAD_TOKENS = 3  # a shifted row's tokens written out in phases 3-5 (which are about its start and its site)
 
 
