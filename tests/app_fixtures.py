@@ -371,7 +371,7 @@ JS_TIMED_NEXT = """async (i) => {
       const check = () => {
         const title = document.querySelector('#rx-round-plot [data-shown] .gtitle')?.textContent || '';
         if (title.startsWith('round ' + i + ' ')) done();
-        else if (performance.now() - t0 > 20000) fail(new Error('round ' + i + ' not drawn'));
+        else if (performance.now() - t0 > 60000) fail(new Error('round ' + i + ' not drawn within 60 s'));
         else requestAnimationFrame(check);
       };
       check();

@@ -596,8 +596,9 @@ def test_switches_asked_while_earlier_ones_are_out_each_reach_the_server_and_the
                                arg=b, timeout=10000)
         sent = [_first_value(r.request.post_data) for r in held]
     finally:
-        for r in held:
-            r.continue_()
+        for r in held:   # one at a time, each answered before the next leaves (as below)
+            with page.expect_response(lambda q, req=r.request: q.request == req, timeout=20000):
+                r.continue_()
         held.clear()
     assert a in sent and b in sent[sent.index(a):], f"calls out for typed jumps to {a} then {b}: {sent}"
     page.wait_for_function(JS_ROUND_SETTLED, arg=b, timeout=20000)
@@ -607,8 +608,11 @@ def test_switches_asked_while_earlier_ones_are_out_each_reach_the_server_and_the
                 page.click("#rx-next")
         sent = len(held)
     finally:
+        # let through one at a time, each answered before the next leaves (released together, two answers built in
+        # parallel can land in either order: "in order" is what this checks)
         for r in held:
-            r.continue_()
+            with page.expect_response(lambda q, req=r.request: q.request == req, timeout=20000):
+                r.continue_()
         page.unroute("**/gradio_api/**")
     assert sent >= 2, f"{sent} calls out for two clicks on next"
     page.wait_for_function(JS_ROUND_SETTLED, arg=b + 2, timeout=20000)
