@@ -55,13 +55,9 @@ def main(argv: list[str] | None = None) -> None:
     from engine.options import DEFAULT_APP_MAX_NEW_TOKENS, DEFAULT_APP_MAX_SHIFTED, DEFAULT_APP_MODE, DEFAULT_RULE
 
     from . import runs, session
-    from .loader import ModelLoader
+    from .race_bench import load
 
-    ld = ModelLoader(args).start()
-    ld.wait()
-    ld.profiles_done.wait()   # the auto budget's profile, as a page's first run finds it
-    if ld.error:
-        raise SystemExit(f"error: {ld.error}")
+    ld = load(args)   # as the app's: loaded, profiled (the auto budget's profile, as a page's first run finds it)
     engine = ld.engine_for(ld.default_drafter())
     print(f"drafter {ld.default_drafter()}; {DEFAULT_APP_MODE}, shifted {DEFAULT_APP_MAX_SHIFTED}, "
           f"{DEFAULT_APP_MAX_NEW_TOKENS} tokens, limit {session.RUN_SECONDS:g} s a run", flush=True)
