@@ -105,6 +105,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="minutes unused before a session's traces are freed (default 30; closing the tab: at once)")
     p.add_argument("--run-seconds", type=float, default=None,
                    help="a run of the page stops after this long, so that others get their turn (default 60)")
+    p.add_argument("--calibration-seconds", type=float, default=None,
+                   help="how long the Race tab's calibration race may take after the model loads (default 45): "
+                        "its preset is measured on fewer tokens in less")
     return p.parse_args(argv)
 
 
@@ -196,7 +199,8 @@ def main(argv=None) -> int:
 
     limit_malloc_arenas()  # before the server's threads allocate
     for name, value in (("port", args.port), ("max-sessions", args.max_sessions), ("session-idle", args.session_idle),
-                        ("queue-size", args.queue_size), ("run-seconds", args.run_seconds)):
+                        ("queue-size", args.queue_size), ("run-seconds", args.run_seconds),
+                        ("calibration-seconds", args.calibration_seconds)):
         # `not value > 0`: nan too (it compares false both ways, and would disable idle freeing silently)
         if value is not None and (not value > 0 or value == float("inf") or (name == "port" and value >= 65536)):
             print(f"error: {name}: {value} is out of range (a finite number above 0"

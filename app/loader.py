@@ -138,7 +138,8 @@ class ModelLoader:
 
         self.calibrating = True
         try:
-            self.race_calibration = calibrate(self)
+            limit = getattr(self.args, "calibration_seconds", None)   # --calibration-seconds (python -m app)
+            self.race_calibration = calibrate(self) if limit is None else calibrate(self, limit_s=limit)
         except Exception:  # the preset then says it measured nothing; the app serves on
             traceback.print_exc()
         finally:
@@ -256,7 +257,7 @@ class ModelLoader:
             done, total = self.profile_step
             which = " in bfloat16 (the race's bfloat16 lanes)" if self.profile_dtype == "bfloat16" and \
                 "float32" in self.by_dtype else ""
-            return (f"measuring this machine for the auto budget{which}: verify cost by tree size, "
+            return (f"measuring this machine for the auto budget{which}: verify and draft cost by size, "
                     f"{done} of {total or '…'} (once; an auto run started now waits for it)")
         if not self.profile_s:
             return ""

@@ -594,6 +594,7 @@ def test_switches_asked_while_earlier_ones_are_out_each_reach_the_server_and_the
                 box.fill(str(r))
         page.wait_for_function("b => (document.querySelector('#rx-caption')?.innerText || '').includes('Round ' + b + ' (')",
                                arg=b, timeout=10000)
+        _both_routed(page, held)
         sent = [_first_value(r.request.post_data) for r in held]
     finally:
         for r in held:   # one at a time, each answered before the next leaves (as below)
@@ -606,6 +607,7 @@ def test_switches_asked_while_earlier_ones_are_out_each_reach_the_server_and_the
         for _ in range(2):
             with page.expect_request(lambda q: "/gradio_api/" in q.url and q.method == "POST", timeout=10000):
                 page.click("#rx-next")
+        _both_routed(page, held)
         sent = len(held)
     finally:
         # let through one at a time, each answered before the next leaves (released together, two answers built in
@@ -616,6 +618,16 @@ def test_switches_asked_while_earlier_ones_are_out_each_reach_the_server_and_the
         page.unroute("**/gradio_api/**")
     assert sent >= 2, f"{sent} calls out for two clicks on next"
     page.wait_for_function(JS_ROUND_SETTLED, arg=b + 2, timeout=20000)
+
+
+def _both_routed(page, held: list) -> None:
+    """Until the route handler holds two calls, or 10 s: a request's event can reach the test before its route
+    handler has run (under load the second click's call was sent, yet not in `held` when counted); the caller's
+    assertion then names what was held."""
+    try:
+        wait_handled(page, lambda: len(held) >= 2, 10, "two calls held")
+    except AssertionError:
+        pass
 
 
 def _first_value(post_data: str | None):

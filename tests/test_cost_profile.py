@@ -27,9 +27,12 @@ def _counting(eng: Engine, events: list) -> None:
 
 
 def test_profile_reports_each_step_and_measures_every_size():
-    eng, steps = _engine(), []
+    eng, steps, prefills = _engine(), [], []
+    real = eng.prefill
+    eng.prefill = lambda *a, **kw: prefills.append(1) or real(*a, **kw)
     prof = cost.engine_profile(eng, progress=lambda done, total: steps.append((done, total)), reps=1)
-    total = max(len(cost.VERIFY_SIZES), len(cost.DRAFT_SIZES))
+    assert len(prefills) == 1   # one context for every size: a prefill costs more than a size's calls
+    total = len(cost.VERIFY_SIZES) + len(cost.DRAFT_SIZES)   # a step a size
     assert steps == [(i, total) for i in range(total + 1)]
     assert prof.verify_n == list(cost.VERIFY_SIZES) and len(prof.verify_ms) == len(cost.VERIFY_SIZES)
     assert prof.draft_n == list(cost.DRAFT_SIZES) and len(prof.draft_ms) == len(cost.DRAFT_SIZES)

@@ -180,7 +180,8 @@ def test_app_run_stops_at_the_time_limit(monkeypatch):
                                          (["--session-idle", "inf"], "session-idle"),
                                          (["--queue-size", "0"], "queue-size"), (["--queue-size", "-5"], "queue-size"),
                                          (["--run-seconds", "0"], "run-seconds"),
-                                         (["--run-seconds", "nan"], "run-seconds")])
+                                         (["--run-seconds", "nan"], "run-seconds"),
+                                         (["--calibration-seconds", "0"], "calibration-seconds")])
 def test_app_flags_out_of_range_are_refused(argv, field, capsys):
     """nan compared false with every bound and silently disabled idle freeing; a queue of 0 or -5 was taken."""
     pytest.importorskip("gradio")

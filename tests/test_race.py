@@ -13,7 +13,7 @@ import pytest
 from app import loader as L
 from app import race, race_view, session
 from engine.decode import Engine
-from engine.decode.cost import VERIFY_SIZES
+from engine.decode.cost import DRAFT_SIZES, VERIFY_SIZES
 from app_fixtures import RACE_PROMPT, race_run, racer, real_trace  # noqa: F401  (racer: the fixture)
 from tiny import tiny_models
 
@@ -234,8 +234,9 @@ def test_the_loader_measures_the_machine_before_it_says_done(tmp_path):
         ld._thread.join(0.02)
     steps = [s[1] for s in seen if s[0] == "status"]
     assert steps and all(s.startswith("ready:") and "measuring this machine" in s for s in steps), steps[:2]
-    verify = [s for s in steps if "verify cost" in s]
-    assert re.search(rf"verify cost by tree size, \d+ of {len(VERIFY_SIZES)}", verify[-1]), verify[-1]
+    verify = [s for s in steps if "verify and draft cost" in s]
+    assert re.search(rf"verify and draft cost by size, \d+ of {len(VERIFY_SIZES) + len(DRAFT_SIZES)}", verify[-1]), \
+        verify[-1]
     # then the race preset's calibration race, in the same loading phase: every candidate lane measured
     assert ld.race_calibration and all(m["tps"] for m in ld.race_calibration), ld.race_calibration
     # then the bfloat16 copy for the race's precision choice, built once and measured in its own step

@@ -104,27 +104,14 @@ class Profile:
     @classmethod
     def measure(cls, engine, context: int = 256, reps: int = 3,
                 draft_sizes=DRAFT_SIZES, verify_sizes=VERIFY_SIZES, progress=None) -> "Profile":
-        """Time the engine's own draft and verify calls (Engine.time_calls). `progress(done, total)`, when
-        given, is called after each step: then the sizes are timed one tree size a step (each step pairs a
-        verify size with a draft size, the cheapest one-block draft once those run out), so that a page
-        can say how far it is (~10 % slower: each step prefills its own context)."""
+        """Time the engine's own draft and verify calls (Engine.time_calls), after one prefill.
+        `progress(done, total)`, when given, is called before the first size and after each, so that a
+        page can say how far it is. One prefill for all the sizes: on the embedded model a 256-token
+        prefill costs more than the calls a size times."""
         t0 = time.perf_counter()
-        if progress is None:
-            t = engine.time_calls(draft_sizes, verify_sizes, context, reps)
-        else:
-            steps = max(len(verify_sizes), len(draft_sizes))
-            t = {"draft_ms": [], "verify_ms": []}
-            progress(0, steps)
-            for i in range(steps):
-                v = verify_sizes[min(i, len(verify_sizes) - 1)]
-                d = draft_sizes[i] if i < len(draft_sizes) else draft_sizes[0]
-                one = engine.time_calls((d,), (v,), context, reps)
-                if i < len(verify_sizes):
-                    t["verify_ms"].append(one["verify_ms"][0])
-                if i < len(draft_sizes):
-                    t["draft_ms"].append(one["draft_ms"][0])
-                t.update(context=one["context"], device=one["device"])
-                progress(i + 1, steps)
+        if progress is not None:
+            progress(0, len(verify_sizes) + len(draft_sizes))
+        t = engine.time_calls(draft_sizes, verify_sizes, context, reps, progress=progress)
         # a bigger call never costs less: a running max removes timing noise that would invert it
         d_ms = np.maximum.accumulate(t["draft_ms"]).tolist()
         v_ms = np.maximum.accumulate(t["verify_ms"]).tolist()
@@ -392,8 +379,8 @@ _PROFILING = threading.Lock()
 
 
 def engine_profile(engine, progress=None, **kw) -> Profile:
-    """The engine's hardware profile, measured on first use (~17 s on a 2-core CPU) and kept with it.
-    A front end calls it when the model loads, with `progress(done, total)` to show the steps, so that
+    """The engine's hardware profile, measured on first use (~12 s for the embedded model on a 2-core
+    CPU) and kept with it. A front end calls it when the model loads, with `progress(done, total)` to show the steps, so that
     no run waits for it (app/loader.py). A measured engine's profile returns at once, also while another
     engine (the same models in another dtype) is being measured."""
     if engine in _PROFILES:

@@ -230,11 +230,12 @@ class Engine:
 
     # -- profiling hook (the cost budget's hardware profile) ---------------------------------------
     @torch.inference_mode()
-    def time_calls(self, draft_sizes, verify_sizes, context: int = 256, reps: int = 3) -> dict:
+    def time_calls(self, draft_sizes, verify_sizes, context: int = 256, reps: int = 3, progress=None) -> dict:
         """Milliseconds of one draft call per batch size n (the baseline plus n-1 shifted blocks) and
-        of one verify call per trie size N, after a `context`-token prefill: the best of `reps` after
+        of one verify call per trie size N, after one `context`-token prefill: the best of `reps` after
         a warm-up call per size (the least disturbed by other load). A tree mask costs what a
-        chain's does, so a chain of N nodes stands for any trie of N nodes."""
+        chain's does, so a chain of N nodes stands for any trie of N nodes. `progress(done, total)`,
+        when given, is called after each size (total: all the sizes)."""
         m = self.models
         dev, B = m.device, self.block_size
         vocab = m.target.get_input_embeddings().weight.shape[0]
@@ -265,9 +266,14 @@ class Engine:
             self.draft(ctx, feats[-4:], R, [1] * n, P, B, 0.0, gen, True)
             ctx.crop(P - 4)  # keep the stored context at its starting length
 
-        return {"context": P, "device": str(dev),
-                "verify_ms": [timed(lambda: verify(n)) for n in verify_sizes],
-                "draft_ms": [timed(lambda: draft(n)) for n in draft_sizes]}
+        steps = [(verify, n) for n in verify_sizes] + [(draft, n) for n in draft_sizes]
+        ms = []
+        for done, (call, n) in enumerate(steps, 1):
+            ms.append(timed(lambda: call(n)))
+            if progress is not None:
+                progress(done, len(steps))
+        return {"context": P, "device": str(dev), "verify_ms": ms[:len(verify_sizes)],
+                "draft_ms": ms[len(verify_sizes):]}
 
 
 def additive(visible: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
