@@ -203,12 +203,14 @@ def teachable_rounds(rounds: list[Round], token_texts: dict | None = None, most:
     return sorted(scored, key=lambda x: (-x[1], x[0]))[:most]
 
 
-def most_instructive(rounds: list[Round], token_texts: dict | None = None) -> tuple[int, str] | None:
+def most_instructive(rounds: list[Round], token_texts: dict | None = None,
+                     ranked: list[tuple[int, float]] | None = None) -> tuple[int, str] | None:
     """(round index, why) of the round a trace opens on: the best by teach_score (a real shift the target
     accepted, on a figure a class can follow); without one, the largest shifted gain, then the largest gain through
     tree branches, then the first round with an attached shifted block. None: no round shows more than round 0
-    (ar, dflash)."""
-    ranked = teachable_rounds(rounds, token_texts, 1)
+    (ar, dflash). `ranked`: teachable_rounds of these rounds where the caller has them (scoring every round of a
+    long trace is most of its first view's time)."""
+    ranked = teachable_rounds(rounds, token_texts, 1) if ranked is None else ranked[:1]
     if ranked:
         best = ranked[0][0]
         rec = rounds[best]

@@ -252,8 +252,8 @@ def instructive(state: dict) -> tuple[int, str] | None:
         return None
     if state.get("best_of") != view_key(state):  # a key, not the trace: freeing the trace must free it all
         rounds, texts = trace.get("rounds", []), trace.get("token_texts", {})
-        state["best_of"], state["best"] = view_key(state), records.most_instructive(rounds, texts)
         state["teach"] = records.teachable_rounds(rounds, texts)
+        state["best_of"], state["best"] = view_key(state), records.most_instructive(rounds, texts, state["teach"])
     return state["best"]
 
 
