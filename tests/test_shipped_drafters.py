@@ -39,7 +39,9 @@ def test_shipped_drafter_is_lossless_on_the_embedded_target(folder, target):
     drafter, name = load_drafter(str(folder), models.target, models.device, models.dtype, models.target_name)
     eng = Engine(replace(models, drafter=drafter, drafter_name=name))
     assert eng.encode_prompt(PROMPT) == ids and len(want) == N_NEW
-    for mode in ("dflash", "reanchor"):
+    # reanchor: its baseline block is dflash's (the tiny-model tests run every mode); its shifted blocks are the
+    # drafter's other calls
+    for mode in ("reanchor",):
         run = eng.run(ids, DecodeConfig(mode=mode, max_new_tokens=N_NEW, ignore_eos=True))
         rounds = list(run)
         assert run.result["output_ids"] == want, (folder.name, mode)

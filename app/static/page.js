@@ -162,9 +162,11 @@ const fetchAhead = (src, key, around, n) => {
 };
 // the held rounds nearest the shown one drawn offscreen, one an idle moment, so that a jump to one of them swaps
 // divs as "next" does (a draw is 30-150 ms on this 2-core machine; a swap 1-3)
-let ahead = null;
+// Not before a person's first switch in the trace: a page opened (or shown another trace) and only read would spend
+// ~2 s of a core drawing rounds nobody asked for, beside a run that may be starting; "next" is drawn ahead anyway
+let ahead = null, opened = null, moved = false;  // the round a trace opened on; whether the view has left it
 const drawAhead = () => {
-  if (ahead !== null) return;
+  if (ahead !== null || !moved) return;
   ahead = idle(() => {
     ahead = null;
     const host = div(), at = host && host.__round;
@@ -180,7 +182,11 @@ const draw = () => {
   if (!props.value) return;
   const v = JSON.parse(props.value);
   if (!v.fig) { plot(div(), v); div().__round = undefined; return; }  // a placeholder figure
-  if (v.key !== cacheKey) { cache.clear(); ready.forEach(drop); ready.clear(); cacheKey = v.key; }
+  if (v.key !== cacheKey) {
+    cache.clear(); ready.forEach(drop); ready.clear(); cacheKey = v.key;
+    opened = v.round; moved = false;
+  }
+  if (v.round !== opened) moved = true;
   // a fetched round that the server now draws otherwise: the server's wins
   const had = cache.get(v.round), stale = had && had.text !== undefined && had.text !== JSON.stringify(v.fig);
   // held as the newest: the oldest go below, and a round the page held longest, shown again ("first" after a long
@@ -202,6 +208,7 @@ const step = (delta) => {
   if (!d || d.__round === undefined || d.__key !== cacheKey) return false;
   const r = d.__round + delta;
   if (!ready.has(r) && !cache.has(r)) return false;
+  moved = true;
   show(r, cache.get(r));
   return true;
 };
@@ -211,6 +218,7 @@ const jump = (r) => {
   const d = div();
   if (window.__rxNoCache || !d || d.__key !== cacheKey || !(r >= 0) || d.__round === r) return false;
   if (!ready.has(r) && !cache.has(r)) return false;
+  moved = true;
   show(r, cache.get(r));
   return true;
 };
