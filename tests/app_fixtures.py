@@ -195,9 +195,14 @@ def launched_app(args: list[str], tmp_path_factory, wait_model: bool = False, en
 
 
 def launched_tiny_app(tmp_path_factory, context: int | None = None, extra: tuple[str, ...] = ()):
-    """Yields `python -m app` serving the tiny Qwen3 target and drafter (a module fixture's body)."""
+    """Yields `python -m app` serving the tiny Qwen3 target and drafter (a module fixture's body), its folders as
+    `.dirs`. Its Race preset's calibration race gets 1 s (45 by default): no test of a tiny app reads that preset
+    (test_race does, in the process), and its 64-token lanes took 2-7 s of a core beside every module's tests."""
     target, drafter = save_tiny_folders(tmp_path_factory.mktemp("tiny"), context=context)
-    yield from launched_app(["--target", str(target), "--drafter", str(drafter), *extra], tmp_path_factory)
+    for proc in launched_app(["--target", str(target), "--drafter", str(drafter), "--calibration-seconds", "1",
+                              *extra], tmp_path_factory):
+        proc.dirs = (target, drafter)
+        yield proc
 
 
 def wait_text(pg, selector: str, pattern: str, timeout: float = 30000) -> None:
@@ -401,21 +406,16 @@ TEXT, METRICS, SLIDER, CAPTION, ROUND_FIG, TIMELINE, EXPORT, ANALYSES, HIST, GAI
 
 
 @pytest.fixture(scope="module")
-def tiny_dirs(tmp_path_factory):
-    return save_tiny_folders(tmp_path_factory.mktemp("tiny"))
+def tiny_dirs(tiny_app):
+    """The target and drafter folders the shared tiny app serves (conftest.tiny_app)."""
+    return tiny_app.dirs
 
 
 @pytest.fixture(scope="module")
-def app(tiny_dirs, tmp_path_factory):
-    target, drafter = tiny_dirs
-    proc = AppProcess(["--target", str(target), "--drafter", str(drafter)],
-                      tmp_path_factory.mktemp("applog") / "app.log")
-    try:
-        proc.wait_up()
-        proc.wait_model(client(proc))
-        yield proc
-    finally:
-        proc.stop()
+def app(tiny_app):
+    """The shared tiny app (conftest.tiny_app), its model loaded."""
+    tiny_app.wait_model(client(tiny_app))
+    return tiny_app
 
 
 def client(app):

@@ -56,9 +56,11 @@ def browser():
 
 @pytest.fixture(scope="session")
 def tiny_app(tmp_path_factory):
-    """`python -m app` serving the tiny Qwen3 target and drafter, launched once for every module that needs no other
-    settings (test_app_browser, test_app_round_inspector and test_app_lesson, test_app_trace_bounds): a launch cost
-    ~5 s of imports and a model load. Each test talks to it through its own page or client, i.e. its own session."""
+    """`python -m app` serving the tiny Qwen3 target and drafter, launched once (per pytest-xdist worker) for every
+    module that needs no other settings (the browser, round inspector, lesson, trace bounds, client and concurrency
+    tests): a launch cost ~5 s of imports, a model load and its profiles. Each test talks to it through its own page
+    or client, i.e. its own session. Its context is 4,096 tokens (the model's 512 raised: RoPE positions need no
+    weights) for the browser test's stoppable 2,000-token run; `.dirs`: its target and drafter folders."""
     from app_fixtures import launched_tiny_app
 
-    yield from launched_tiny_app(tmp_path_factory)
+    yield from launched_tiny_app(tmp_path_factory, context=4096)

@@ -24,11 +24,9 @@ STOPPABLE_TOKENS = 2000
 
 
 @pytest.fixture(scope="module")
-def app(tmp_path_factory):
+def app(tiny_app):
     chromium_or_skip()
-    from app_fixtures import launched_tiny_app
-    # its own app, for a context that holds STOPPABLE_TOKENS (the shared tiny app's is 512)
-    yield from launched_tiny_app(tmp_path_factory, context=4096)
+    return tiny_app   # its context (4,096) holds STOPPABLE_TOKENS
 
 
 # Round i+1's figure drawn ahead, offscreen (app.page JS_PLOT's prepare), once the server's answer for round i came.

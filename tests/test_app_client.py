@@ -145,7 +145,7 @@ def round_payload(value: str) -> dict:
     ((PROMPT, "reanchor", "earliest", 0, -1, 16), "Seed"),
     ((PROMPT, "reanchor", "earliest", 0, 0, 0), "Max new tokens"),
     ((PROMPT, "reanchor", "earliest", 0, 0, 100000), "Max new tokens"),
-    ((PROMPT, "reanchor", "earliest", 0, 0, 490), "Max new tokens"),  # beyond the tiny target's context
+    (("a " * 1500, "reanchor", "earliest", 0, 0, 2048), "Max new tokens"),  # 3,018 prompt tokens: past the context
 ])
 def test_bad_input_names_the_field(app, args, field):
     c = client(app)
