@@ -20,10 +20,11 @@ torch.set_num_threads(1)  # tiny models: threads only add contention on a 2-core
 # The files that take longest (the durations summary below), started first: the README's test command runs two
 # pytest-xdist workers, each taking a whole file at a time (--dist loadfile), so none of these may start last
 # and leave one worker alone at the end. Tests do not depend on this order.
-SLOW_FILES = ("test_example_traces.py", "test_race_browser.py", "test_app_hostile.py", "test_sweep.py",
-              "test_app_round_inspector.py", "test_app_lesson.py", "test_lossless.py", "test_app_browser.py",
-              "test_app_long_run.py", "test_app_client.py", "test_shipped_drafters.py", "test_app_network.py",
-              "test_variants.py", "test_model_errors.py", "test_sampling_t1.py", "test_app_trace_bounds.py")
+SLOW_FILES = ("test_app_lesson.py", "test_app_round_inspector.py", "test_app_hostile.py", "test_sweep.py",
+              "test_race_browser.py", "test_example_traces.py", "test_lossless.py", "test_app_client.py",
+              "test_app_network.py", "test_app_long_run.py", "test_lesson_fit.py", "test_shipped_drafters.py",
+              "test_sampling_t1.py", "test_app_browser.py", "test_page_browser.py", "test_variants.py",
+              "test_app_researcher.py", "test_model_errors.py", "test_app_trace_bounds.py", "test_static.py")
 
 
 def pytest_collection_modifyitems(items) -> None:
