@@ -42,10 +42,13 @@ def shown_name(name: str) -> str:
 class ModelLoader:
     """Holds the shared, read-only Engines once loaded; no per-run state lives here."""
 
-    def __init__(self, args, enabled: bool = True):
-        """`args`: the model flags of engine.models.args.add_model_args."""
+    def __init__(self, args, enabled: bool = True, race: bool = True):
+        """`args`: the model flags of engine.models.args.add_model_args. `race`: also build what the Race tab needs
+        after the profile, the bfloat16 copy (profiled) and the calibration race (a bench of Explore runs needs
+        neither: ~1 minute on the embedded model)."""
         self.args = args
         self.enabled = enabled
+        self.race = race
         self.engine = None               # the Engine of the drafter given at start
         self.engines: dict[str, object] = {}
         self.error: str | None = None
@@ -105,9 +108,10 @@ class ModelLoader:
         if self.profile_step is not None:
             self._phase()   # a fresh page says "ready" while the profile runs, not "loading models… 0 s"
             self._profile(self.engine)
-            if dtype_name(self.engine) == "float32":
+            if self.race and dtype_name(self.engine) == "float32":
                 self._profile(self._lower_precision())
-            self._calibrate()
+            if self.race:
+                self._calibrate()
         self.profile_step = None
         self.profiles_done.set()
         from .session import give_back_memory

@@ -30,11 +30,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return a
 
 
-def load(args: argparse.Namespace):
-    """A ModelLoader as the app's, loaded, profiled and calibrated."""
+def load(args: argparse.Namespace, race: bool = True):
+    """A ModelLoader as the app's, loaded and profiled; with `race`, as the Race tab finds it too (its bfloat16 copy
+    profiled, the calibration race run)."""
     from .loader import ModelLoader
 
-    ld = ModelLoader(args).start()
+    ld = ModelLoader(args, race=race).start()
     ld.wait()
     ld.profiles_done.wait()
     if ld.error:

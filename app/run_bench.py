@@ -57,7 +57,9 @@ def main(argv: list[str] | None = None) -> None:
     from . import runs, session
     from .race_bench import load
 
-    ld = load(args)   # as the app's: loaded, profiled (the auto budget's profile, as a page's first run finds it)
+    # as the app's: loaded, profiled (the auto budget's profile, as a page's first run finds it); the Race tab's
+    # bfloat16 copy and calibration race are left out (no Explore run reads them)
+    ld = load(args, race=False)
     engine = ld.engine_for(ld.default_drafter())
     print(f"drafter {ld.default_drafter()}; {DEFAULT_APP_MODE}, shifted {DEFAULT_APP_MAX_SHIFTED}, "
           f"{DEFAULT_APP_MAX_NEW_TOKENS} tokens, limit {session.RUN_SECONDS:g} s a run", flush=True)

@@ -252,6 +252,22 @@ def test_the_loader_measures_the_machine_before_it_says_done(tmp_path):
     assert loaded and loaded[0][3].startswith("ready:") and "measuring this machine" in loaded[0][3], seen[:2]
 
 
+def test_a_loader_without_the_race_profiles_its_precision_alone(tmp_path):
+    """ModelLoader(race=False), as `python -m app.run_bench` loads: the loaded precision profiled, no bfloat16 copy,
+    no calibration race (on the embedded model ~1 minute no Explore run reads)."""
+    from app_fixtures import save_tiny_folders
+    from engine.decode.cost import profiled
+
+    target, drafter = save_tiny_folders(tmp_path)
+    args = argparse.Namespace(target=str(target), drafter=str(drafter), device="cpu", dtype="float32",
+                              draft_dtype="auto", trust_remote_code=False)
+    ld = L.ModelLoader(args, race=False).start()
+    ld._thread.join(120)
+    assert ld.profiles_done.is_set() and profiled(ld.engine) is not None
+    assert set(ld.by_dtype) == {"float32"} and set(ld.profile_times) == {"float32"}
+    assert ld.race_calibration is None
+
+
 def test_the_bfloat16_copy_multiplies_its_heads_as_a_bfloat16_load_does():
     """The copy's parameters keep requires_grad as loaded: without it torch's matmul sent a strided (1, n, d) input
     through bmm with the whole head weight expanded (a copy of it at every draft and verify: the app's bfloat16
