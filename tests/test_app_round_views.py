@@ -23,7 +23,7 @@ import json
 import pytest
 
 from app import analysis, callbacks, palette, plots, records, render, session, tokentext, views
-from app_fixtures import TinyLoader, all_real_traces, real_rounds, real_trace, tiny_engine
+from app_fixtures import REPO, TinyLoader, all_real_traces, real_rounds, real_trace, tiny_engine
 
 SKIP = {"__type__": "update"}  # gr.skip()
 
@@ -294,3 +294,31 @@ def test_a_round_switch_answered_after_a_later_one_changes_nothing(monkeypatch):
     assert cb.step(st, +1)[0] == 6
     # one at a time, in order, each answers its own round
     assert [cb.goto(st, i)[0] for i in (1, 3)] == [1, 3]
+
+
+def test_an_example_round_is_drawn_once_for_every_session(monkeypatch):
+    """Every page opens on a shipped example and fetches its rounds: a round of the shared example (one object,
+    session.load_example's) is drawn once per view setting and served from EXAMPLE_ROUNDS to the next session, the
+    same caption and figure as drawn afresh; a loaded copy of the same file is drawn for its own session."""
+    paths = sorted(str(p) for p in (REPO / "assets" / "traces").glob("*.json"))
+    if not paths:
+        pytest.skip("no example traces installed")
+    path = paths[0]
+    views.EXAMPLE_ROUNDS.clear()
+    drawn = []
+    real = views._round_entry
+    monkeypatch.setattr(views, "_round_entry", lambda st, k: drawn.append(k) or real(st, k))
+
+    def state(example: bool, phase: int = 0) -> dict:
+        st = session.State({})
+        trace = session.load_example(path) if example else session.load_trace_file(path)
+        st.update(trace=trace, trace_file=path, example=example, phase=phase)
+        return st
+
+    first = [views.round_entry(state(True), k) for k in (0, 1, 2)]
+    again = [views.round_entry(state(True), k) for k in (0, 1, 2)]   # another session, the same example
+    assert again == first and drawn == [0, 1, 2]
+    assert views.round_entry(state(True, phase=3), 1) != first[1] and drawn[-1] == 1   # another view: drawn
+    fresh = state(False)   # a loaded copy: its own object, drawn for it, and drawn the same
+    assert [views.round_entry(fresh, k) for k in (0, 1, 2)] == first and drawn[-3:] == [0, 1, 2]
+    views.EXAMPLE_ROUNDS.clear()
