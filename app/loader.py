@@ -108,9 +108,9 @@ class ModelLoader:
         if self.profile_step is not None:
             self._phase()   # a fresh page says "ready" while the profile runs, not "loading models… 0 s"
             self._profile(self.engine)
-            if self.race and dtype_name(self.engine) == "float32":
-                self._profile(self._lower_precision())
             if self.race:
+                if dtype_name(self.engine) == "float32":
+                    self._profile(self._lower_precision())
                 self._calibrate()
         self.profile_step = None
         self.profiles_done.set()

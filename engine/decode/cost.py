@@ -380,9 +380,9 @@ _PROFILING = threading.Lock()
 
 def engine_profile(engine, progress=None, **kw) -> Profile:
     """The engine's hardware profile, measured on first use (~12 s for the embedded model on a 2-core
-    CPU) and kept with it. A front end calls it when the model loads, with `progress(done, total)` to show the steps, so that
-    no run waits for it (app/loader.py). A measured engine's profile returns at once, also while another
-    engine (the same models in another dtype) is being measured."""
+    CPU) and kept with it. A front end calls it when the model loads, with `progress(done, total)` to
+    show the steps, so that no run waits for it (app/loader.py). A measured engine's profile returns
+    at once, also while another engine (the same models in another dtype) is being measured."""
     if engine in _PROFILES:
         return _PROFILES[engine]
     with _PROFILING:

@@ -121,7 +121,7 @@ def save_trace(path: str | os.PathLike, trace: dict) -> None:
     tmp = f"{os.fspath(path)}.tmp"
     try:
         with open(tmp, "w", encoding="utf-8") as f:
-            # dumps, not dump: dump encodes in Python, piece by piece (a 13 MB trace saved in 2.1 s, now 0.8 s)
+            # dumps, not dump: dump encodes in Python, piece by piece (a 13 MB trace: 2.1 s against 0.8 s)
             f.write(json.dumps(trace, ensure_ascii=False, separators=(",", ":"), allow_nan=False))   # never Infinity
         os.replace(tmp, path)
     except BaseException:  # a full disk, a folder of that name, Ctrl-C: no NAME.tmp left behind
