@@ -532,13 +532,12 @@ def largest_round_trace() -> dict:
             "stats": {"tau": len(new), "rounds": 1, "new_tokens": 1 + len(new), "wall_s": 1.0, "tokens_per_s": 1.0}}
 
 
-def page_loading(pw, chromium: str, url: str, trace_file, height: int = 1000):
-    """(browser, page): Chromium on the app's page, once it shows its example trace, with `trace_file` sent to
-    Load trace."""
-    browser = pw.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
+def page_loading(browser, url: str, trace_file, height: int = 1000):
+    """A page of `browser` (conftest's fixture) on the app, once it shows its example trace, with `trace_file`
+    sent to Load trace."""
     page = browser.new_page(viewport={"width": 1400, "height": height})
     page.goto(url)
     page.wait_for_function("() => (document.querySelector('#rx-metrics')?.innerText || '').includes('example trace')",
                            timeout=60000)
     page.set_input_files("input[data-testid='Load trace-upload-button']", str(trace_file))
-    return browser, page
+    return page

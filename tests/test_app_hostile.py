@@ -20,7 +20,6 @@ import re
 import subprocess
 import time
 from html import unescape
-from pathlib import Path
 
 import pytest
 
@@ -363,10 +362,13 @@ TEXT, METRICS = 0, 1  # outputs of /run and /load_trace (state excluded)
 def app(tmp_path_factory):
     """The scripted model's app, keeping at most 2 sessions' traces. PYTHONMALLOC=malloc (as README
     advises for a shared server): Python's own small-object allocator keeps arenas that a freed trace
-    shared with live objects, which would blur what the app itself gives back (see README)."""
+    shared with live objects, which would blur what the app itself gives back (see README). Its Race preset's
+    calibration race gets 1 s (45 by default), which no test here reads: its lanes decoded beside the first
+    tests' uploads, on the same GIL."""
     target, drafter = save_scripted(tmp_path_factory.mktemp("scripted"))
     uploads = tmp_path_factory.mktemp("gradio")  # Gradio's upload folder, this app's only
-    for proc in launched_app(["--target", str(target), "--drafter", str(drafter), "--max-sessions", "2"],
+    for proc in launched_app(["--target", str(target), "--drafter", str(drafter), "--max-sessions", "2",
+                              "--calibration-seconds", "1"],
                              tmp_path_factory, wait_model=True,
                              env={"PYTHONMALLOC": "malloc", "GRADIO_TEMP_DIR": str(uploads)}):
         proc.upload_folder = uploads
@@ -526,52 +528,43 @@ def test_sessions_give_their_memory_back(app, tmp_path):
     print(f"server RSS: {start:.0f} MiB, {held:.0f} with 2 sessions holding a 9 MB trace, {rss_mib(app):.0f} after")
 
 
-def test_in_the_browser_scripts_show_and_markup_stays_text(app, tmp_path):
+def test_in_the_browser_scripts_show_and_markup_stays_text(app, browser, tmp_path):
     """Headless Chromium: the scripted run's text view reads as written; a loaded trace whose config
     carries a link, then Compare: the page holds no link to it (Plotly would have drawn one)."""
-    from app_fixtures import CHROMIUM_ARGS, chromium_or_skip
-
-    playwright_api = pytest.importorskip("playwright.sync_api")
-    path = chromium_or_skip()
     p = _markup_config_trace(tmp_path)
-    with playwright_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=path, args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1400, "height": 1100})
-        page.goto(app.url)
-        page.wait_for_function("() => (document.querySelector('#rx-model-status')?.innerText || '').includes('ready')",
-                               timeout=60000)
-        page.fill("#rx-prompt textarea", PROMPT)
-        page.fill("#rx-max-new input", "40")
-        page.click("#rx-run")
-        page.wait_for_function("() => /\\bdone\\b/.test(document.querySelector('#rx-metrics')?.innerText || '')",
-                               timeout=120000)
-        text = page.inner_text("#rx-text-box")
-        assert PROMPT in text and SCRIPT * 2 in text
-        page.set_input_files("input[data-testid='Load trace-upload-button']", str(p))
-        page.wait_for_function("() => (document.querySelector('#rx-metrics')?.innerText || '').includes('loaded trace')",
-                               timeout=30000)
-        page.get_by_text("Compare: a second run").click()  # open the accordion
-        page.click("#rx-cmp-run")
-        page.wait_for_function("() => (document.querySelector('#rx-metrics')?.innerText || '').includes('comparison')",
-                               timeout=120000)
-        page.wait_for_selector("#rx-cmp-a-timeline .gtitle", timeout=30000)
-        links = page.evaluate("""() => [...document.querySelectorAll('a')].filter(a =>
-            ((a.getAttribute('href') || '') + (a.getAttribute('xlink:href') || '')).includes('evil.example')).length""")
-        assert links == 0
-        title = page.text_content("#rx-cmp-a-timeline .gtitle")
-        assert title == "this run: unknown / unknown"  # the engine's words only: the markup is not shown, nor drawn
-        browser.close()
+    page = browser.new_page(viewport={"width": 1400, "height": 1100})
+    page.goto(app.url)
+    page.wait_for_function("() => (document.querySelector('#rx-model-status')?.innerText || '').includes('ready')",
+                           timeout=60000)
+    page.fill("#rx-prompt textarea", PROMPT)
+    page.fill("#rx-max-new input", "40")
+    page.click("#rx-run")
+    page.wait_for_function("() => /\\bdone\\b/.test(document.querySelector('#rx-metrics')?.innerText || '')",
+                           timeout=120000)
+    text = page.inner_text("#rx-text-box")
+    assert PROMPT in text and SCRIPT * 2 in text
+    page.set_input_files("input[data-testid='Load trace-upload-button']", str(p))
+    page.wait_for_function("() => (document.querySelector('#rx-metrics')?.innerText || '').includes('loaded trace')",
+                           timeout=30000)
+    page.get_by_text("Compare: a second run").click()  # open the accordion
+    page.click("#rx-cmp-run")
+    page.wait_for_function("() => (document.querySelector('#rx-metrics')?.innerText || '').includes('comparison')",
+                           timeout=120000)
+    page.wait_for_selector("#rx-cmp-a-timeline .gtitle", timeout=30000)
+    links = page.evaluate("""() => [...document.querySelectorAll('a')].filter(a =>
+        ((a.getAttribute('href') || '') + (a.getAttribute('xlink:href') || '')).includes('evil.example')).length""")
+    assert links == 0
+    title = page.text_content("#rx-cmp-a-timeline .gtitle")
+    assert title == "this run: unknown / unknown"  # the engine's words only: the markup is not shown, nor drawn
+    page.close()
 
 
-def test_uploads_go_with_their_session(app, tmp_path):
+def test_uploads_go_with_their_session(app, browser, tmp_path):
     """Headless Chromium, two pages: each loads a trace file of its own (page A after picking an example prompt,
     which fills the prompt box). Closing page A deletes its upload (Gradio's copy in its upload folder) within
     seconds; page B's stays while B is open, and goes when B closes."""
     from app.examples import example_prompts
-    from app_fixtures import CHROMIUM_ARGS, chromium_or_skip
 
-    playwright_api = pytest.importorskip("playwright.sync_api")
-    path = chromium_or_skip()
     folder = app.upload_folder
     label, prompt = example_prompts()[3]
     files = {}
@@ -582,56 +575,48 @@ def test_uploads_go_with_their_session(app, tmp_path):
     def on_disk(name: str) -> list[str]:  # os.walk: a folder the server removes meanwhile is no error
         return [f for _, _, fs in os.walk(folder) for f in fs if f == f"{name}.json"]
 
-    with playwright_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=path, args=CHROMIUM_ARGS)
-        pages = {}
-        for name in files:
-            pg = browser.new_page(viewport={"width": 1400, "height": 1000})
-            pg.goto(app.url)
-            pg.wait_for_function("() => (document.querySelector('#rx-metrics')?.innerText || '').includes('example trace')",
-                                 timeout=60000)
-            if name == "upload-a":
-                pg.get_by_text(label, exact=True).click()
-                pg.wait_for_function("p => document.querySelector('#rx-prompt textarea').value === p", arg=prompt,
-                                     timeout=15000)
-            pg.set_input_files("input[data-testid='Load trace-upload-button']", str(files[name]))
-            pg.wait_for_function("() => (document.querySelector('#rx-metrics')?.innerText || '').includes('loaded trace')",
-                                 timeout=30000)
-            assert len(on_disk(name)) == 1, list(folder.rglob("*"))
-            pages[name] = pg
-        OUTPUT.mkdir(exist_ok=True)
-        pages["upload-a"].screenshot(path=str(OUTPUT / "upload_session_a.png"))
-        pages["upload-a"].close()
-        assert _wait(lambda: not on_disk("upload-a"), 30), list(folder.rglob("*"))
-        assert len(on_disk("upload-b")) == 1 and "loaded trace" in pages["upload-b"].inner_text("#rx-metrics")
-        pages["upload-b"].close()
-        assert _wait(lambda: not on_disk("upload-b"), 30), list(folder.rglob("*"))
-        browser.close()
+    pages = {}
+    for name in files:
+        pg = browser.new_page(viewport={"width": 1400, "height": 1000})
+        pg.goto(app.url)
+        pg.wait_for_function("() => (document.querySelector('#rx-metrics')?.innerText || '').includes('example trace')",
+                             timeout=60000)
+        if name == "upload-a":
+            pg.get_by_text(label, exact=True).click()
+            pg.wait_for_function("p => document.querySelector('#rx-prompt textarea').value === p", arg=prompt,
+                                 timeout=15000)
+        pg.set_input_files("input[data-testid='Load trace-upload-button']", str(files[name]))
+        pg.wait_for_function("() => (document.querySelector('#rx-metrics')?.innerText || '').includes('loaded trace')",
+                             timeout=30000)
+        assert len(on_disk(name)) == 1, list(folder.rglob("*"))
+        pages[name] = pg
+    OUTPUT.mkdir(exist_ok=True)
+    pages["upload-a"].screenshot(path=str(OUTPUT / "upload_session_a.png"))
+    pages["upload-a"].close()
+    assert _wait(lambda: not on_disk("upload-a"), 30), list(folder.rglob("*"))
+    assert len(on_disk("upload-b")) == 1 and "loaded trace" in pages["upload-b"].inner_text("#rx-metrics")
+    pages["upload-b"].close()
+    assert _wait(lambda: not on_disk("upload-b"), 30), list(folder.rglob("*"))
 
 
-def test_trace_strings_in_a_toast_stay_text(app, tmp_path):
+def test_trace_strings_in_a_toast_stay_text(app, browser, tmp_path):
     """Headless Chromium: a trace whose config.temperature is a link, loaded: the toast that refuses it quotes the
     value as text (Gradio shows a toast's message as HTML: the link was live, and one to an outside host loaded
     nothing only because no one clicked). The page holds no such link; the toast reads the markup as written."""
-    from app_fixtures import chromium_or_skip
-
-    playwright_api = pytest.importorskip("playwright.sync_api")
-    path = chromium_or_skip()
     link = "<a href=//evil.example id=rx-evil>t"   # quoted whole (a refusal cuts a value at 40 characters)
     t = base_trace()
     t["config"]["temperature"] = link
     p = tmp_path / "toast.json"
     p.write_text(json.dumps(t))
-    with playwright_api.sync_playwright() as pw:
-        browser, page = page_loading(pw, path, app.url, p, 900)
-        toast = page.wait_for_selector("[data-testid='toast-body']", timeout=30000)
-        page.wait_for_function("() => /config\\.temperature/.test(document.querySelector("
-                               "\"[data-testid='toast-body']\")?.innerText || '')", timeout=30000)
-        OUTPUT.mkdir(exist_ok=True)
-        page.screenshot(path=str(OUTPUT / "toast_markup.png"))
-        said = toast.inner_text()
-        assert f"config.temperature: has the wrong type: {link!r}" in said, said
-        assert page.evaluate("() => document.querySelectorAll('#rx-evil, a[href*=\"evil.example\"]').length") == 0
-        browser.close()
+    page = page_loading(browser, app.url, p, 900)
+    toast = page.wait_for_selector("[data-testid='toast-body']", timeout=30000)
+    page.wait_for_function("() => /config\\.temperature/.test(document.querySelector("
+                           "\"[data-testid='toast-body']\")?.innerText || '')", timeout=30000)
+    OUTPUT.mkdir(exist_ok=True)
+    page.screenshot(path=str(OUTPUT / "toast_markup.png"))
+    said = toast.inner_text()
+    assert f"config.temperature: has the wrong type: {link!r}" in said, said
+    assert page.evaluate("() => document.querySelectorAll('#rx-evil, a[href*=\"evil.example\"]').length") == 0
+    page.close()
 
 

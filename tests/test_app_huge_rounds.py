@@ -8,7 +8,7 @@ import json
 import pytest
 
 from app import plots, records
-from app_fixtures import JS_TIMED_NEXT, OUTPUT, chromium_or_skip, largest_round_trace, page_loading
+from app_fixtures import JS_TIMED_NEXT, OUTPUT, largest_round_trace, page_loading
 from engine.trace import tiled_trace
 
 SHOWN = "#rx-round-plot [data-shown]"
@@ -19,26 +19,23 @@ def app(tiny_app):
     return tiny_app
 
 
-def test_a_round_of_8192_nodes_draws_a_bounded_figure(app, tmp_path):
-    playwright_api = pytest.importorskip("playwright.sync_api")
-    path = chromium_or_skip()
+def test_a_round_of_8192_nodes_draws_a_bounded_figure(app, browser, tmp_path):
     trace = tiled_trace(largest_round_trace(), 2)   # two rounds of 8,192 nodes, 7 MB
     f = tmp_path / "huge.json"
     f.write_text(json.dumps(trace))
-    with playwright_api.sync_playwright() as pw:
-        browser, page = page_loading(pw, path, app.url, f)
-        page.wait_for_function("() => (document.querySelector('#rx-metrics')?.innerText || '').includes('loaded trace')",
-                               timeout=120000)
-        page.click("#rx-first")
-        page.wait_for_function(f"() => (document.querySelector('{SHOWN} .gtitle')?.textContent || '')"
-                               ".startsWith('round 0 ')", timeout=120000)
-        ms = page.evaluate(JS_TIMED_NEXT, 1)
-        title = page.text_content(f"{SHOWN} .gtitle")
-        points = page.evaluate(f"() => document.querySelectorAll('{SHOWN} .point, {SHOWN} .textpoint').length")
-        page.locator(f"{SHOWN}").scroll_into_view_if_needed()
-        OUTPUT.mkdir(exist_ok=True)
-        page.screenshot(path=str(OUTPUT / "huge_round.png"))
-        browser.close()
+    page = page_loading(browser, app.url, f)
+    page.wait_for_function("() => (document.querySelector('#rx-metrics')?.innerText || '').includes('loaded trace')",
+                           timeout=120000)
+    page.click("#rx-first")
+    page.wait_for_function(f"() => (document.querySelector('{SHOWN} .gtitle')?.textContent || '')"
+                           ".startsWith('round 0 ')", timeout=120000)
+    ms = page.evaluate(JS_TIMED_NEXT, 1)
+    title = page.text_content(f"{SHOWN} .gtitle")
+    points = page.evaluate(f"() => document.querySelectorAll('{SHOWN} .point, {SHOWN} .textpoint').length")
+    page.locator(f"{SHOWN}").scroll_into_view_if_needed()
+    OUTPUT.mkdir(exist_ok=True)
+    page.screenshot(path=str(OUTPUT / "huge_round.png"))
+    page.close()
     print(f"round switch to an 8,192-node round: {ms / 1000:.2f} s; {points} points and labels drawn")
     assert "8,192 trie nodes, the first 1,024 drawn" in title, title
     bound = plots.DRAWN_NODES * (2 + plots.DOTS_A_NODE) + 128 * 40   # nodes, labels, dots; the grid's sites

@@ -88,7 +88,9 @@ def test_app_in_use_stays_on_loopback(tiny_dirs, tmp_path):
     """Page load, model load, a run, round navigation, trace export and load, a comparison run."""
     chromium_or_skip()
     target, drafter = tiny_dirs
-    app, audit = audited_app(["--target", str(target), "--drafter", str(drafter)], tmp_path)
+    # the Race preset's calibration race runs under the audit too, cut to 1 s (not 45 s of lanes beside the page)
+    app, audit = audited_app(["--target", str(target), "--drafter", str(drafter), "--calibration-seconds", "1"],
+                             tmp_path)
     try:
         app.wait_up()
         with playwright_api.sync_playwright() as p:
