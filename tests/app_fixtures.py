@@ -532,12 +532,18 @@ def largest_round_trace() -> dict:
             "stats": {"tau": len(new), "rounds": 1, "new_tokens": 1 + len(new), "wall_s": 1.0, "tokens_per_s": 1.0}}
 
 
-def page_loading(browser, url: str, trace_file, height: int = 1000):
-    """A page of `browser` (conftest's fixture) on the app, once it shows its example trace, with `trace_file`
-    sent to Load trace."""
+def opened_page(browser, url: str, height: int = 1000):
+    """A page of `browser` (conftest's fixture), 1400 wide, on the app once its load event has answered (it shows
+    the example trace): a first step acts on the page a visitor sees, not one still mounting."""
     page = browser.new_page(viewport={"width": 1400, "height": height})
     page.goto(url)
     page.wait_for_function("() => (document.querySelector('#rx-metrics')?.innerText || '').includes('example trace')",
                            timeout=60000)
+    return page
+
+
+def page_loading(browser, url: str, trace_file, height: int = 1000):
+    """opened_page, with `trace_file` sent to Load trace."""
+    page = opened_page(browser, url, height)
     page.set_input_files("input[data-testid='Load trace-upload-button']", str(trace_file))
     return page

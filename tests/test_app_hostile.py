@@ -25,7 +25,8 @@ import pytest
 
 from app import plots, render, session, views
 from app.tokentext import generated_ids, trace_pieces
-from app_fixtures import OUTPUT, PYTHON, REPO, largest_round_trace, launched_app, page_loading, real_trace
+from app_fixtures import (OUTPUT, PYTHON, REPO, largest_round_trace, launched_app, opened_page, page_loading,
+                          real_trace)
 from engine.trace import (MAX_NESTING, Limits, TextPieces, TraceError, parse_trace, text_pieces, tiled_trace,
                           validate_trace)
 from helpers import OUR_TAGS, poll_until, strings_in, wait_until
@@ -532,13 +533,8 @@ def test_in_the_browser_scripts_show_and_markup_stays_text(app, browser, tmp_pat
     """Headless Chromium: the scripted run's text view reads as written; a loaded trace whose config
     carries a link, then Compare: the page holds no link to it (Plotly would have drawn one)."""
     p = _markup_config_trace(tmp_path)
-    page = browser.new_page(viewport={"width": 1400, "height": 1100})
-    page.goto(app.url)
+    page = opened_page(browser, app.url, 1100)
     page.wait_for_function("() => (document.querySelector('#rx-model-status')?.innerText || '').includes('ready')",
-                           timeout=60000)
-    # the load event answered (the example trace shown), as the other browser tests start: "ready" can be the
-    # first paint's
-    page.wait_for_function("() => (document.querySelector('#rx-metrics')?.innerText || '').includes('example trace')",
                            timeout=60000)
     page.fill("#rx-prompt textarea", PROMPT)
     page.fill("#rx-max-new input", "40")
@@ -586,10 +582,7 @@ def test_uploads_go_with_their_session(app, browser, tmp_path):
 
     pages = {}
     for name in files:
-        pg = browser.new_page(viewport={"width": 1400, "height": 1000})
-        pg.goto(app.url)
-        pg.wait_for_function("() => (document.querySelector('#rx-metrics')?.innerText || '').includes('example trace')",
-                             timeout=60000)
+        pg = opened_page(browser, app.url)
         if name == "upload-a":
             pg.get_by_text(label, exact=True).click()
             pg.wait_for_function("p => document.querySelector('#rx-prompt textarea').value === p", arg=prompt,
@@ -621,6 +614,12 @@ def test_trace_strings_in_a_toast_stay_text(app, browser, tmp_path):
     toast = page.wait_for_selector("[data-testid='toast-body']", timeout=30000)
     page.wait_for_function("() => /config\\.temperature/.test(document.querySelector("
                            "\"[data-testid='toast-body']\")?.innerText || '')", timeout=30000)
+    # the screenshot shows the toast as a person reads it: faded in (each box above it opaque) and on top of the page
+    page.wait_for_function("""() => { const t = document.querySelector("[data-testid='toast-body']");
+        for (let e = t; e; e = e.parentElement) if (getComputedStyle(e).opacity !== '1') return false;
+        const r = t.getBoundingClientRect();
+        return t.contains(document.elementFromPoint(r.left + r.width / 2, r.top + r.height / 2)); }""", timeout=10000)
+    page.evaluate("() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)))")  # and painted
     OUTPUT.mkdir(exist_ok=True)
     page.screenshot(path=str(OUTPUT / "toast_markup.png"))
     said = toast.inner_text()

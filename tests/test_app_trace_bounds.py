@@ -22,7 +22,7 @@ import urllib.request
 import pytest
 
 from app import analysis, callbacks, session, views
-from app_fixtures import free_port
+from app_fixtures import free_port, opened_page
 from helpers import chain_trace, no_change_within
 from engine import analyses
 from engine.trace import TraceError, parse_trace, validate_trace
@@ -451,12 +451,6 @@ class Pixel(http.server.BaseHTTPRequestHandler):
         pass
 
 
-def _page(browser, url: str):
-    page = browser.new_page(viewport={"width": 1400, "height": 1100})
-    page.goto(url)
-    page.wait_for_function("() => (document.querySelector('#rx-metrics')?.innerText || '').includes('example trace')",
-                           timeout=60000)
-    return page
 
 
 def _upload_in_page(page, path) -> None:
@@ -470,7 +464,7 @@ def test_in_the_browser_bad_traces_leave_the_page_true_and_markdown_stays_text(a
     server = http.server.HTTPServer(("127.0.0.1", free_port()), Pixel)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     port = server.server_address[1]
-    page = _page(browser, app.url)
+    page = opened_page(browser, app.url, 1100)
     requests = []
     page.on("request", lambda r: requests.append(r.url) if f":{port}/" in r.url or "evil" in r.url else None)
     caption = page.inner_text("#rx-caption")
@@ -510,7 +504,7 @@ def test_in_the_browser_a_dense_trace_keeps_a_window_that_follows(app, browser, 
     far away shows that token's round, its tokens highlighted in the text view."""
     p = tmp_path / "dense.json"
     p.write_text(json.dumps(chain_trace(1000, L=64)))
-    page = _page(browser, app.url)
+    page = opened_page(browser, app.url, 1100)
     _upload_in_page(page, p)
     page.wait_for_function("() => (document.querySelector('#rx-metrics')?.innerText || '').includes('loaded trace')",
                            timeout=60000)
