@@ -124,6 +124,7 @@ def launch(args: argparse.Namespace, block: bool = True):
     from starlette.responses import FileResponse, Response
     from starlette.routing import Route
 
+    from .early_script import EarlyScript
     from .loader import ModelLoader
     from .offline import OfflineGuard
     from .page import CSS, HEAD, PLOTLY_JS, PLOTLY_ROUTE, theme
@@ -161,7 +162,9 @@ def launch(args: argparse.Namespace, block: bool = True):
                 # from 50 to 250 ms over 100 clicks)
                 run_history=False,
                 enable_monitoring=False, mcp_server=False, prevent_thread_lock=True, quiet=True,
-                state_session_capacity=STATE_SESSIONS, app_kwargs={"routes": [plotly_js, rounds_route], "middleware": [Middleware(OfflineGuard)]},
+                state_session_capacity=STATE_SESSIONS,
+                app_kwargs={"routes": [plotly_js, rounds_route],
+                            "middleware": [Middleware(OfflineGuard), Middleware(EarlyScript)]},
                 # skip Gradio's self-check: one HEAD of our page with a 3 s timeout, whose only remedy is a
                 # share link. On a busy machine (the model loading beside it, other jobs) it timed out and the
                 # app exited. Reachability is already proven: launch first GETs its startup-events route,

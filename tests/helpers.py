@@ -70,17 +70,17 @@ def wait_handled(pg, cond: Callable[[], T], timeout: float, what: str | Callable
     return got
 
 
-def no_change_within(pg, js: str, ms: int, what: str, arg=None) -> None:
+def no_change_within(pg, js: str, ms: int, what: str, arg=None, polling: str | int = "raf") -> None:
     """Fails as soon as the page's condition `js` (a JavaScript function of `arg`) holds within `ms` ms of the page's
     clock, naming `what`. A check that something does NOT happen (no request sent, no element added) has no event to
     wait for: it needs a window, the one fixed time a test may wait, kept here, explicit and named. Looked at on every
-    animation frame; Playwright's handlers (its request events) run meanwhile, so a caller checks what they recorded
-    after it."""
+    animation frame (`polling`: every that many ms instead, where asking for frames is what is watched); Playwright's
+    handlers (its request events) run meanwhile, so a caller checks what they recorded after it."""
     t0 = pg.evaluate("() => performance.now()")
     handle = pg.wait_for_function(
         f"([arg, t0, ms]) => {{ const got = ({js})(arg); if (got) return {{changed: got}};"
         " return performance.now() - t0 >= ms ? {changed: null} : false; }",
-        arg=[arg, t0, ms], timeout=ms + 30000)
+        arg=[arg, t0, ms], timeout=ms + 30000, polling=polling)
     changed = handle.json_value()["changed"]
     assert not changed, f"{what} within {ms} ms: {changed!r}"
 

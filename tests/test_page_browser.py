@@ -11,8 +11,10 @@ import pytest
 from app import palette, race_view
 from app.page import PLOTLY_JS
 from app_fixtures import OUTPUT, REPO, chromium_or_skip, launched_app
+from helpers import no_change_within
 
-pytest.importorskip("playwright.sync_api")  # the browser fixture (conftest.py) drives it
+playwright_api = pytest.importorskip("playwright.sync_api")  # the browser fixture (conftest.py) drives it
+PlaywrightTimeout = playwright_api.TimeoutError
 
 EXAMPLES = sorted((REPO / "assets" / "traces").glob("*.json"))
 
@@ -96,6 +98,47 @@ def test_a_busy_rounds_route_is_asked_again(replay_app, browser):
         pg.wait_for_selector("#rx-round-plot .rx-plot[data-shown] .main-svg", timeout=60000)
         pg.wait_for_function("() => window.__rxHeld().length >= 8", timeout=60000)
         assert answers[:3] == [503, 503, 200], answers
+    finally:
+        pg.close()
+
+
+# Beneath the page's own scripts (an init script runs first): every animation frame the page asks the browser for.
+JS_COUNT_FRAMES = """(() => {
+  const frame = window.requestAnimationFrame.bind(window);
+  window.__framesAsked = 0;
+  window.requestAnimationFrame = (callback) => { window.__framesAsked++; return frame(callback); };
+})()"""
+
+
+def test_a_page_left_open_draws_nothing(replay_app, browser):
+    """Once the page has drawn its trace and fetched the rounds ahead, it asks for no animation frame: Gradio's
+    "Loading..." status tracker, removed while still pending, kept a 60-a-second timer loop for as long as the tab
+    was open (app/static/frame_guard.js, put before Gradio's scripts by app/early_script.py)."""
+    if not EXAMPLES:
+        pytest.skip("no example trace to show")
+    pg = browser.new_page(viewport={"width": 1280, "height": 720})
+    try:
+        pg.add_init_script(JS_COUNT_FRAMES)
+        pg.goto(replay_app.url)
+        pg.wait_for_selector("#rx-round-plot .rx-plot[data-shown] .main-svg", timeout=60000)
+        pg.wait_for_function("() => window.__rxHeld().length >= 8", timeout=60000)
+        # settled: a whole second without a frame asked for (drawing the rounds ahead asks for some)
+        try:
+            pg.wait_for_function("""() => {
+                const now = performance.now();
+                if (window.__lastCount !== window.__framesAsked) {
+                    window.__lastCount = window.__framesAsked; window.__since = now;
+                }
+                return now - window.__since > 1000; }""", polling=100, timeout=30000)
+        except PlaywrightTimeout:
+            n = pg.evaluate("() => new Promise(r => { const n = window.__framesAsked; "
+                            "setTimeout(() => r(window.__framesAsked - n), 1000); })")
+            pytest.fail(f"the page asks for animation frames without end: {n} in a second, 30 s after it loaded")
+        before = pg.evaluate("window.__framesAsked")
+        no_change_within(pg, "n => window.__framesAsked > n ? window.__framesAsked - n : null", 3000,
+                         "animation frames asked for by a page left open", before, polling=100)
+        # the page's scripts are first in its head, before Gradio's own
+        assert pg.evaluate("document.head.firstElementChild.tagName") == "SCRIPT"
     finally:
         pg.close()
 

@@ -141,3 +141,44 @@ def test_the_linter_is_pinned():
         assert locked[f"node_modules/{name}"]["version"] == version, name
     ci = (ROOT / ".ci/run").read_text(encoding="utf-8")
     assert "npm ci" in ci and "eslint app/static tests/js" in ci
+
+
+def asgi_get(middleware_cls, path: str, body: bytes, headers: list[tuple[bytes, bytes]]) -> tuple[dict, bytes]:
+    """What a client gets for GET `path` from `middleware_cls` around an app answering `body` with `headers`."""
+    import asyncio
+
+    async def inner(scope, receive, send):
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": headers + [(b"content-length", str(len(body)).encode())]})
+        half = len(body) // 2   # in two parts, as a streamed response comes
+        await send({"type": "http.response.body", "body": body[:half], "more_body": True})
+        await send({"type": "http.response.body", "body": body[half:]})
+
+    sent = []
+
+    async def send(message):
+        sent.append(message)
+
+    async def receive():
+        return {"type": "http.request", "body": b""}
+
+    scope = {"type": "http", "method": "GET", "path": path, "headers": []}
+    asyncio.run(middleware_cls(inner)(scope, receive, send))
+    return sent[0], b"".join(m.get("body", b"") for m in sent[1:])
+
+
+def test_the_frame_guard_comes_first_in_the_page_and_nowhere_else():
+    """app.early_script puts frame_guard.js at the top of the page's <head> (before Gradio's scripts, which its
+    comment says why) with the length set to match; other paths, other types and encoded bodies pass as they are."""
+    from app.early_script import EarlyScript
+
+    html = b"<!doctype html><html><head><meta charset='utf-8'><script type='module' src='x.js'></script></head></html>"
+    start, got = asgi_get(EarlyScript, "/", html, [(b"content-type", b"text/html; charset=utf-8")])
+    guard = assets.read("frame_guard.js").encode()
+    assert got.startswith(b"<!doctype html><html><head><script>" + guard + b"</script><meta")
+    assert got.count(b"frame_guard") <= guard.count(b"frame_guard") and got.endswith(b"</head></html>")
+    assert dict(start["headers"])[b"content-length"] == str(len(got)).encode()
+    for path, ctype, extra in (("/config", b"text/html", []), ("/", b"application/json", []),
+                               ("/", b"text/html", [(b"content-encoding", b"gzip")])):
+        start, got = asgi_get(EarlyScript, path, html, [(b"content-type", ctype)] + extra)
+        assert got == html and dict(start["headers"])[b"content-length"] == str(len(html)).encode(), (path, ctype)
