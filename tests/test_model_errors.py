@@ -399,3 +399,48 @@ def test_a_block_too_large_for_the_context_names_the_block_size(tiny, tmp_path, 
     decodes(capsys, *args, "--block-size", "32")
     # a max_new_tokens that does not fit is still named so
     refused(capsys, "max_new_tokens", "500 does not fit", *args, "--block-size", "8", "--max-new-tokens", "500")
+
+
+# -- the embedded target's first start --------------------------------------------------------------------------
+
+def test_processes_starting_together_on_an_empty_cache_convert_the_gguf_once(tmp_path, monkeypatch):
+    """The GGUF's de-quantisation (~25 s of a core) is done once when several starts need it at once (an app and a
+    bench, two test workers on a fresh machine): the others wait on the cache's lock and read the folder it wrote.
+    The conversion here stands in for transformers' (it writes the two files the cache is known by); the lock and
+    the cache folder are the real ones. flock locks each open of the file, so threads contend as processes do."""
+    from engine.models import embedded
+
+    monkeypatch.setenv("REANCHOR_CACHE", str(tmp_path))
+    calls, inside, most = [], [0], [0]
+    lock = threading.Lock()
+    entered = threading.Barrier(3)
+
+    def convert(out: Path) -> None:
+        with lock:
+            inside[0] += 1
+            most[0] = max(most[0], inside[0])
+        calls.append(out)
+        tmp = out.with_name(out.name + f".tmp{threading.get_ident()}")
+        tmp.mkdir()
+        (tmp / "model.safetensors").write_bytes(b"weights")
+        threading.Event().wait(0.3)   # a conversion takes a while: the others arrive meanwhile
+        (tmp / "tokenizer.json").write_text("{}")
+        os.replace(tmp, out)
+        with lock:
+            inside[0] -= 1
+
+    monkeypatch.setattr(embedded, "_convert", convert)
+    got = []
+
+    def start() -> None:
+        entered.wait()
+        got.append(embedded.embedded_dir())
+
+    threads = [threading.Thread(target=start) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert len(calls) == 1 and most[0] == 1, calls
+    assert got == [tmp_path / "smollm2-135m-instruct"] * 3
+    assert (got[0] / "model.safetensors").read_bytes() == b"weights"

@@ -48,10 +48,30 @@ def cache_dir() -> Path:
 
 
 def embedded_dir() -> Path:
-    """A folder with config.json, model.safetensors and the tokenizer, made once from the GGUF."""
+    """A folder with config.json, model.safetensors and the tokenizer, made once from the GGUF. Processes that
+    start together on a fresh machine (an app and a bench, two test workers) make it once: the first holds a lock
+    on the cache while it converts, the others wait for it and read its folder."""
     out = cache_dir()
-    if (out / "model.safetensors").is_file() and (out / "tokenizer.json").is_file():
+    if _converted(out):
         return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        import fcntl
+    except ImportError:   # Windows: no lock, each process converts (the last rename wins)
+        _convert(out)
+        return out
+    with open(out.with_name(out.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)   # released when the file closes, or the process dies
+        if not _converted(out):
+            _convert(out)
+    return out
+
+
+def _converted(out: Path) -> bool:
+    return (out / "model.safetensors").is_file() and (out / "tokenizer.json").is_file()
+
+
+def _convert(out: Path) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     src = gguf_path()
@@ -63,4 +83,3 @@ def embedded_dir() -> Path:
     if out.exists():  # a half-written folder from an interrupted start
         shutil.rmtree(out, ignore_errors=True)
     os.replace(tmp, out)
-    return out
