@@ -14,9 +14,9 @@ import time
 
 import pytest
 
-from app_fixtures import CHROMIUM_ARGS, JS_TIMED_NEXT, LONG_PROMPT, OUTPUT, Watched, chromium_or_skip, launched_tiny_app
+from app_fixtures import JS_TIMED_NEXT, LONG_PROMPT, OUTPUT, Watched, chromium_or_skip, launched_tiny_app
 
-playwright_api = pytest.importorskip("playwright.sync_api")
+pytest.importorskip("playwright.sync_api")  # the browser fixture (conftest.py) drives it
 
 N_TOKENS = 2000
 
@@ -103,98 +103,95 @@ def app(tmp_path_factory):
     yield from launched_tiny_app(tmp_path_factory, context=4096, extra=("--run-seconds", "1800"))
 
 
-def test_long_run_in_browser(app):
+def test_long_run_in_browser(app, browser):
     OUTPUT.mkdir(exist_ok=True)
     report: dict = {"tokens": N_TOKENS}
-    with playwright_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium_or_skip(),
-                                    args=[*CHROMIUM_ARGS, "--enable-precise-memory-info"])
-        w = Watched(browser, app.url)
-        pg = w.page
-        probe = PageProbe(pg)
-        w.wait_model(app)
+    w = Watched(browser, app.url)
+    pg = w.page
+    probe = PageProbe(pg)
+    w.wait_model(app)
 
-        # early: a short run, round switches timed on it
-        w.run(LONG_PROMPT, 48)
-        w.wait_done()
-        pg.click("#rx-first")
-        w.wait_caption("Round 0 ")
-        report["switch_ms_short_run"] = switch_times(w, 0, 6)
-        report["page_before"] = probe.metrics()
-        report["server_before_mib"] = proc_memory(app.proc.pid)
+    # early: a short run, round switches timed on it
+    w.run(LONG_PROMPT, 48)
+    w.wait_done()
+    pg.click("#rx-first")
+    w.wait_caption("Round 0 ")
+    report["switch_ms_short_run"] = switch_times(w, 0, 6)
+    report["page_before"] = probe.metrics()
+    report["server_before_mib"] = proc_memory(app.proc.pid)
 
-        # the long run, sampling the server's RSS while it streams
-        rss: list[float] = []
-        ended = threading.Event()
+    # the long run, sampling the server's RSS while it streams
+    rss: list[float] = []
+    ended = threading.Event()
 
-        def sample() -> None:   # every 0.5 s until the run has ended
+    def sample() -> None:   # every 0.5 s until the run has ended
+        rss.append(proc_memory(app.proc.pid)["VmRSS"])
+        while not ended.wait(0.5):
             rss.append(proc_memory(app.proc.pid)["VmRSS"])
-            while not ended.wait(0.5):
-                rss.append(proc_memory(app.proc.pid)["VmRSS"])
 
-        sampler = threading.Thread(target=sample, daemon=True)
-        pg.evaluate(JS_WATCH)
-        bytes0, chunks0 = probe.stream_bytes, probe.stream_chunks
-        page0 = probe.metrics(gc=False)
-        sampler.start()
-        t0 = time.monotonic()
-        w.run(LONG_PROMPT, N_TOKENS)
-        w.wait_running(0)  # the short run's "done" is still shown until the first update
-        w.wait_done(timeout=600000)
-        report["run_wall_s"] = round(time.monotonic() - t0, 1)
-        ended.set()
-        sampler.join()
-        page1 = probe.metrics(gc=False)
-        watch = pg.evaluate("() => { clearInterval(window.__rxLag); return window.__rx; }")
-        report["during_run"] = {
-            "text_updates": watch["textUpdates"], "stream_bytes": probe.stream_bytes - bytes0,
-            "stream_chunks": probe.stream_chunks - chunks0,
-            "long_tasks": len(watch["longTasks"]), "long_task_ms_total": round(sum(watch["longTasks"])),
-            "long_task_ms_max": round(max(watch["longTasks"], default=0)),
-            "max_timer_lag_ms": round(watch["maxLagMs"]),
-            "main_thread_s": {k: round(page1[k] - page0[k], 2) for k in ("script_s", "layout_s", "style_s",
-                                                                         "task_s")},
-            "server_rss_mib_samples_max": max(rss, default=None)}
-        metrics = pg.inner_text("#rx-metrics")
-        assert re.search(r"\bdone\b", metrics), metrics
-        assert re.search(rf"new tokens\s*{N_TOKENS}\b", metrics), metrics
-        report["server_after_mib"] = proc_memory(app.proc.pid)
-        report["page_after"] = probe.metrics()
-        report["text_view_chars"] = pg.evaluate("() => document.querySelector('#rx-text-box').innerHTML.length")
+    sampler = threading.Thread(target=sample, daemon=True)
+    pg.evaluate(JS_WATCH)
+    bytes0, chunks0 = probe.stream_bytes, probe.stream_chunks
+    page0 = probe.metrics(gc=False)
+    sampler.start()
+    t0 = time.monotonic()
+    w.run(LONG_PROMPT, N_TOKENS)
+    w.wait_running(0)  # the short run's "done" is still shown until the first update
+    w.wait_done(timeout=600000)
+    report["run_wall_s"] = round(time.monotonic() - t0, 1)
+    ended.set()
+    sampler.join()
+    page1 = probe.metrics(gc=False)
+    watch = pg.evaluate("() => { clearInterval(window.__rxLag); return window.__rx; }")
+    report["during_run"] = {
+        "text_updates": watch["textUpdates"], "stream_bytes": probe.stream_bytes - bytes0,
+        "stream_chunks": probe.stream_chunks - chunks0,
+        "long_tasks": len(watch["longTasks"]), "long_task_ms_total": round(sum(watch["longTasks"])),
+        "long_task_ms_max": round(max(watch["longTasks"], default=0)),
+        "max_timer_lag_ms": round(watch["maxLagMs"]),
+        "main_thread_s": {k: round(page1[k] - page0[k], 2) for k in ("script_s", "layout_s", "style_s",
+                                                                     "task_s")},
+        "server_rss_mib_samples_max": max(rss, default=None)}
+    metrics = pg.inner_text("#rx-metrics")
+    assert re.search(r"\bdone\b", metrics), metrics
+    assert re.search(rf"new tokens\s*{N_TOKENS}\b", metrics), metrics
+    report["server_after_mib"] = proc_memory(app.proc.pid)
+    report["page_after"] = probe.metrics()
+    report["text_view_chars"] = pg.evaluate("() => document.querySelector('#rx-text-box').innerHTML.length")
 
-        # the text view holds every generated token, each tagged with its round
-        spans = pg.locator("#rx-text-box span[data-r]")
-        assert spans.count() == N_TOKENS
-        m = re.search(r"rounds 0–(\d+)", w.caption())
-        assert m, w.caption()
-        last = int(m.group(1))
-        report["rounds"] = last + 1
-        assert int(spans.last.get_attribute("data-r")) == last
+    # the text view holds every generated token, each tagged with its round
+    spans = pg.locator("#rx-text-box span[data-r]")
+    assert spans.count() == N_TOKENS
+    m = re.search(r"rounds 0–(\d+)", w.caption())
+    assert m, w.caption()
+    last = int(m.group(1))
+    report["rounds"] = last + 1
+    assert int(spans.last.get_attribute("data-r")) == last
 
-        # navigation after the long run: first / last, the slider's arrow key and number box
-        pg.click("#rx-first")
-        w.wait_caption("Round 0 ")
-        report["switch_ms_long_run_early"] = switch_times(w, 0, 6)
-        pg.click("#rx-last")
-        w.wait_caption(f"Round {last} ")
-        pg.locator("#rx-slider input[type=range]").focus()
-        pg.keyboard.press("ArrowLeft")
-        w.wait_caption(f"Round {last - 1} ")
-        go_to_round(w, last - 8)
-        report["switch_ms_long_run_late"] = switch_times(w, last - 8, 6)
+    # navigation after the long run: first / last, the slider's arrow key and number box
+    pg.click("#rx-first")
+    w.wait_caption("Round 0 ")
+    report["switch_ms_long_run_early"] = switch_times(w, 0, 6)
+    pg.click("#rx-last")
+    w.wait_caption(f"Round {last} ")
+    pg.locator("#rx-slider input[type=range]").focus()
+    pg.keyboard.press("ArrowLeft")
+    w.wait_caption(f"Round {last - 1} ")
+    go_to_round(w, last - 8)
+    report["switch_ms_long_run_late"] = switch_times(w, last - 8, 6)
 
-        # a token late in the text opens its round
-        late = spans.nth(N_TOKENS - 5)
-        r = int(late.get_attribute("data-r"))
-        pg.click("#rx-first")
-        w.wait_caption("Round 0 ")
-        late.click()
-        w.wait_caption(f"Round {r} ")
-        assert r > last // 2
+    # a token late in the text opens its round
+    late = spans.nth(N_TOKENS - 5)
+    r = int(late.get_attribute("data-r"))
+    pg.click("#rx-first")
+    w.wait_caption("Round 0 ")
+    late.click()
+    w.wait_caption(f"Round {r} ")
+    assert r > last // 2
 
-        assert not w.errors, w.errors
-        assert not w.local_only(app.port), w.local_only(app.port)
-        browser.close()
+    assert not w.errors, w.errors
+    assert not w.local_only(app.port), w.local_only(app.port)
+    w.page.close()
 
     for key in ("switch_ms_short_run", "switch_ms_long_run_early", "switch_ms_long_run_late"):
         report[key + "_median"] = statistics.median(report[key])

@@ -122,20 +122,20 @@ def test_a_page_left_open_draws_nothing(replay_app, browser):
         pg.goto(replay_app.url)
         pg.wait_for_selector("#rx-round-plot .rx-plot[data-shown] .main-svg", timeout=60000)
         pg.wait_for_function("() => window.__rxHeld().length >= 8", timeout=60000)
-        # settled: a whole second without a frame asked for (drawing the rounds ahead asks for some)
+        # settled: half a second without a frame asked for (drawing the rounds ahead asks for some)
         try:
             pg.wait_for_function("""() => {
                 const now = performance.now();
                 if (window.__lastCount !== window.__framesAsked) {
                     window.__lastCount = window.__framesAsked; window.__since = now;
                 }
-                return now - window.__since > 1000; }""", polling=100, timeout=30000)
+                return now - window.__since > 500; }""", polling=100, timeout=30000)
         except PlaywrightTimeout:
             n = pg.evaluate("() => new Promise(r => { const n = window.__framesAsked; "
                             "setTimeout(() => r(window.__framesAsked - n), 1000); })")
             pytest.fail(f"the page asks for animation frames without end: {n} in a second, 30 s after it loaded")
         before = pg.evaluate("window.__framesAsked")
-        no_change_within(pg, "n => window.__framesAsked > n ? window.__framesAsked - n : null", 3000,
+        no_change_within(pg, "n => window.__framesAsked > n ? window.__framesAsked - n : null", 1500,
                          "animation frames asked for by a page left open", before, polling=100)
         # the page's scripts are first in its head, before Gradio's own
         assert pg.evaluate("document.head.firstElementChild.tagName") == "SCRIPT"

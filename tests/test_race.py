@@ -35,7 +35,9 @@ def test_race_streams_each_lane_then_compares_with_plain_decoding(racer):
     # each lane's clock is its own: its tokens/s is its tokens over its own time (the engine's wall time would
     # count the other lanes' rounds too)
     for lane, t in zip(final["lanes"], st["race"]["traces"]):
-        assert abs(lane["tps"] - lane["tokens"] / lane["wall_s"]) < 0.01 * lane["tps"], lane
+        # wall_s is shown to the ms: a tiny model's lane of ~0.04 s is ±1% by that rounding alone
+        fastest, slowest = lane["tokens"] / max(lane["wall_s"] - 5e-4, 1e-9), lane["tokens"] / (lane["wall_s"] + 5e-4)
+        assert slowest - 0.005 <= lane["tps"] <= fastest + 0.005, lane
         assert lane["wall_s"] < t["stats"]["wall_s"], (lane["wall_s"], t["stats"]["wall_s"])
     ar = final["lanes"][0]
     for lane in final["lanes"][1:]:
