@@ -110,10 +110,11 @@ JS_COUNT_FRAMES = """(() => {
 })()"""
 
 
-def test_a_page_left_open_draws_nothing(replay_app, browser):
-    """Once the page has drawn its trace and fetched the rounds ahead, it asks for no animation frame: Gradio's
-    "Loading..." status tracker, removed while still pending, kept a 60-a-second timer loop for as long as the tab
-    was open (app/static/frame_guard.js, put before Gradio's scripts by app/early_script.py)."""
+def test_a_page_left_open_runs_no_frame_loop(replay_app, browser):
+    """Once the page has drawn its trace and fetched the rounds ahead, it asks for no stream of animation frames:
+    Gradio's "Loading..." status tracker, removed while still pending, kept a 60-a-second timer loop for as long as
+    the tab was open (app/static/frame_guard.js, put before Gradio's scripts by app/early_script.py). A tracker's
+    single frames (one now and then, after a status message) are given, as the guard means them to be."""
     if not EXAMPLES:
         pytest.skip("no example trace to show")
     pg = browser.new_page(viewport={"width": 1280, "height": 720})
@@ -135,7 +136,7 @@ def test_a_page_left_open_draws_nothing(replay_app, browser):
                             "setTimeout(() => r(window.__framesAsked - n), 1000); })")
             pytest.fail(f"the page asks for animation frames without end: {n} in a second, 30 s after it loaded")
         before = pg.evaluate("window.__framesAsked")
-        no_change_within(pg, "n => window.__framesAsked > n ? window.__framesAsked - n : null", 1500,
+        no_change_within(pg, "n => window.__framesAsked > n + 2 ? window.__framesAsked - n : null", 1500,
                          "animation frames asked for by a page left open", before, polling=100)
         # the page's scripts are first in its head, before Gradio's own
         assert pg.evaluate("document.head.firstElementChild.tagName") == "SCRIPT"

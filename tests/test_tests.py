@@ -88,3 +88,28 @@ def test_no_test_module_imports_another():
     found = {p.name: sorted(imported_test_modules(ast.parse(p.read_text(encoding="utf-8")))) for p in modules()}
     found = {k: v for k, v in found.items() if v}
     assert not found, f"test modules importing test modules (move what they share to a helpers module): {found}"
+
+
+def test_cputime_counts_the_cpu_of_processes_a_test_starts(tmp_path):
+    """tests/cputime.py (docs/results.md: where the suite's time goes): a child that computes for 1 s within a test
+    counts to that test, though it started and ended inside it; a test that does nothing counts next to nothing."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "test_two.py").write_text(
+        "import subprocess, sys\n"
+        "BUSY = 'import time\\nt = time.process_time()\\nwhile time.process_time() - t < 1.0:\\n    pass\\n'\n"
+        "def test_busy_child():\n    subprocess.run([sys.executable, '-c', BUSY], check=True)\n"
+        "def test_idle():\n    pass\n")
+    out = tmp_path / "cputime.jsonl"
+    env = {**os.environ, "PYTHONPATH": str(TESTS), "CPUTIME_OUT": str(out)}
+    p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "cputime", "-p", "no:cacheprovider",
+                        str(tmp_path / "test_two.py")], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert p.returncode == 0, p.stdout + p.stderr
+    rows = {r["test"].split("::")[1]: r for r in map(json.loads, out.read_text().splitlines())}
+    assert rows["test_busy_child"]["cpu_s"] >= 0.7 and rows["test_idle"]["cpu_s"] < 0.3, rows
+    summary = subprocess.run([sys.executable, str(TESTS / "cputime.py"), str(out)], capture_output=True, text=True,
+                             check=True).stdout
+    assert summary.startswith("2 tests, ") and "test_two.py" in summary, summary
