@@ -414,21 +414,33 @@ def test_processes_starting_together_on_an_empty_cache_convert_the_gguf_once(tmp
     calls, inside, most = [], [0], [0]
     lock = threading.Lock()
     entered = threading.Barrier(3)
+    found_empty, looked = set(), threading.Condition()
+    converted = embedded._converted
+
+    def looks(out: Path) -> bool:   # the real check, noting each thread that found no cache yet
+        done = converted(out)
+        if not done:
+            with looked:
+                found_empty.add(threading.get_ident())
+                looked.notify_all()
+        return done
 
     def convert(out: Path) -> None:
         with lock:
             inside[0] += 1
             most[0] = max(most[0], inside[0])
         calls.append(out)
+        with looked:   # every start has found the cache empty, so each will want to convert: the race is on
+            assert looked.wait_for(lambda: len(found_empty) == 3, timeout=30), found_empty
         tmp = out.with_name(out.name + f".tmp{threading.get_ident()}")
         tmp.mkdir()
         (tmp / "model.safetensors").write_bytes(b"weights")
-        threading.Event().wait(0.3)   # a conversion takes a while: the others arrive meanwhile
         (tmp / "tokenizer.json").write_text("{}")
         os.replace(tmp, out)
         with lock:
             inside[0] -= 1
 
+    monkeypatch.setattr(embedded, "_converted", looks)
     monkeypatch.setattr(embedded, "_convert", convert)
     got = []
 
