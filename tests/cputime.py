@@ -27,32 +27,32 @@ _last: dict[tuple[int, str], float] = {}   # (pid, start time) -> its CPU second
 _lock = threading.Lock()
 
 
-def _tree(root: int) -> list[int]:
-    """root and every process under it (from /proc's parent links)."""
-    children = defaultdict(list)
+def _stats() -> dict[int, tuple[int, str, float]]:
+    """pid -> (parent pid, start time, CPU seconds: utime + stime) of every process, one read of /proc each."""
+    out = {}
     for d in os.listdir("/proc"):
         if d.isdigit():
             try:
-                children[int(Path(f"/proc/{d}/stat").read_text().rsplit(")", 1)[1].split()[1])].append(int(d))
+                f = Path(f"/proc/{d}/stat").read_text().rsplit(")", 1)[1].split()
+                out[int(d)] = (int(f[1]), f[19], (int(f[11]) + int(f[12])) / TICK)
             except (OSError, IndexError, ValueError):
                 pass
-    out, todo = [], [root]
-    while todo:
-        pid = todo.pop()
-        out.append(pid)
-        todo.extend(children.get(pid, ()))
     return out
 
 
 def _cpu() -> float:
-    """The tree's CPU seconds so far, ended processes at their last reading."""
+    """The CPU seconds so far of this process and every process under it, ended ones at their last reading."""
     with _lock:
-        for pid in _tree(os.getpid()):
-            try:
-                f = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            _last[(pid, f[19])] = (int(f[11]) + int(f[12])) / TICK   # utime + stime; f[19]: its start time
+        stats = _stats()
+        children = defaultdict(list)
+        for pid, (parent, _, _) in stats.items():
+            children[parent].append(pid)
+        todo = [os.getpid()]
+        while todo:
+            pid = todo.pop()
+            if pid in stats:
+                _last[(pid, stats[pid][1])] = stats[pid][2]   # keyed by start time too: pids are reused
+            todo.extend(children.get(pid, ()))
         return sum(_last.values())
 
 
